@@ -9,7 +9,8 @@ USAGE = """usage: xtreme-jax COMMAND ...
 commands:
   run --gin_file=FILE [--gin.NAME=VALUE ...]   pretrain / finetune / evaluate as the Gin files say
   import-hf SRC OUT [--scan_layers]           Hugging Face checkpoint (dir or hub id) -> orbax checkpoint
-  export-encoder RUN_DIR OUT                   NLU encoder of a VECO pretraining run -> import-hf format
+  export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
+                                              (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
   score --predictions DIR --labels DIR [--out FILE]
                                               leaderboard scores of a submission folder
 """
@@ -28,11 +29,12 @@ def main(argv=None) -> int:
     from xtreme_jax import hf
     return hf.cli_import_hf(rest)
   if command == "export-encoder":
-    if len(rest) != 2:
-      print("usage: xtreme-jax export-encoder RUN_DIR OUT", file=sys.stderr)
+    if len(rest) not in (2, 3) or (len(rest) == 3 and not rest[2].isdigit()):
+      print("usage: xtreme-jax export-encoder RUN_DIR OUT [LANGUAGE_ID]", file=sys.stderr)
       return 2
     from xtreme_jax.models import veco_assembly
-    print(f"wrote {veco_assembly.export_encoder(*rest)}")
+    language_id = int(rest[2]) if len(rest) == 3 else None
+    print(f"wrote {veco_assembly.export_encoder(rest[0], rest[1], language_id)}")
     return 0
   if command == "score":
     from xtreme_jax.evaluation import scorer

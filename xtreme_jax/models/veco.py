@@ -23,6 +23,10 @@ TLM (XLM style) runs when the batch carries `tlm_input_ids, tlm_input_mask,
 tlm_positions` (the concatenated pair, positions restarting at the second
 sentence) and `tlm_masked_*`; rows without TLM have zero TLM weights.
 
+Language embeddings (XLM; `config.num_languages > 0`, off by default) read
+`x_language_id`, `y_language_id` (batch,) for the segments and
+`tlm_language_ids` (batch, T) for the TLM input.
+
 Metric sums (the trainer divides every one by `weight`):
 
     weight       = sum(x_masked_weights) + sum(y_masked_weights)  (masked tokens)
@@ -68,14 +72,17 @@ class VecoPretrainNetwork(nn.Module):
   def __call__(self, batch: dict) -> dict:
     backbone = VecoNetwork(self.config, self.deterministic, name="backbone")
 
-    def seg(s):
-      return (batch[f"{s}_input_ids"], batch[f"{s}_input_mask"],
-              batch.get(f"{s}_token_type_ids"), batch.get(f"{s}_positions"))
+    languages = self.config.num_languages > 0
 
-    x_ids, x_mask, x_tt, x_pos = seg("x")
-    y_ids, y_mask, y_tt, y_pos = seg("y")
-    hx = backbone.encode(x_ids, x_mask, x_tt, x_pos)
-    hy = backbone.encode(y_ids, y_mask, y_tt, y_pos)
+    def seg(s):
+      ids = batch[f"{s}_input_ids"]
+      lang = jnp.broadcast_to(batch[f"{s}_language_id"][:, None], ids.shape) if languages else None
+      return ids, batch[f"{s}_input_mask"], batch.get(f"{s}_token_type_ids"), batch.get(f"{s}_positions"), lang
+
+    x_ids, x_mask, x_tt, x_pos, x_lang = seg("x")
+    y_ids, y_mask, y_tt, y_pos, y_lang = seg("y")
+    hx = backbone.encode(x_ids, x_mask, x_tt, x_pos, x_lang)
+    hy = backbone.encode(y_ids, y_mask, y_tt, y_pos, y_lang)
     if self.is_initializing():
       backbone.pool(hx)  # create the pooler params (kept for the NLU encoder tree)
     xp, yp = batch["x_masked_positions"], batch["y_masked_positions"]
@@ -85,13 +92,13 @@ class VecoPretrainNetwork(nn.Module):
       out["is_y"] = backbone.mlm_logits(_gather(hy, yp))
     if "cs" in self.objectives or self.is_initializing():  # init creates the cross-attention params
       # CS-MLM: no gradient flows into the encoder pass that produced the memory.
-      dy = backbone.decode(y_ids, y_mask, jax.lax.stop_gradient(hx), x_mask, y_tt, y_pos)
-      dx = backbone.decode(x_ids, x_mask, jax.lax.stop_gradient(hy), y_mask, x_tt, x_pos)
+      dy = backbone.decode(y_ids, y_mask, jax.lax.stop_gradient(hx), x_mask, y_tt, y_pos, y_lang)
+      dx = backbone.decode(x_ids, x_mask, jax.lax.stop_gradient(hy), y_mask, x_tt, x_pos, x_lang)
       out["cs_xy"] = backbone.mlm_logits(_gather(dy, yp))   # predicts y given x
       out["cs_yx"] = backbone.mlm_logits(_gather(dx, xp))   # predicts x given y
     if "tlm" in self.objectives and "tlm_input_ids" in batch:
       h = backbone.encode(batch["tlm_input_ids"], batch["tlm_input_mask"], batch.get("tlm_token_type_ids"),
-                          batch.get("tlm_positions"))
+                          batch.get("tlm_positions"), batch["tlm_language_ids"] if languages else None)
       out["tlm"] = backbone.mlm_logits(_gather(h, batch["tlm_masked_positions"]))
     return out
 
@@ -142,5 +149,6 @@ class VecoModel(Model):
           f"{s}_masked_positions": np.zeros((batch_size, max_predictions), np.int32),
           f"{s}_masked_ids": np.zeros((batch_size, max_predictions), np.int32),
           f"{s}_masked_weights": np.zeros((batch_size, max_predictions), np.float32),
+          f"{s}_language_id": np.zeros((batch_size,), np.int32),
       })
     return batch

@@ -2,7 +2,11 @@
 
 * NLU: the VECO stack without cross-attention is a `TransformerEncoder`, so
   every XTREME head accepts it (`nlu_encoder`, and `export_encoder` which
-  writes it in the `import-hf` format for INIT_CHECKPOINT).
+  writes it in the `import-hf` format for INIT_CHECKPOINT). A checkpoint
+  pretrained with XLM language embeddings first folds one language's vector
+  into the position embeddings (`fold_language_embedding`): the embedding
+  sum before the LayerNorm is unchanged, so the plain encoder is exact for
+  inputs of that language.
 * NLG: encoder = the whole stack (no cross-attention); decoder = `n` layers
   (the last n, or the first n) as independent copies with all three
   sub-layers; the token embeddings are tied (one copy, used by both sides).
@@ -32,9 +36,32 @@ class Seq2SeqAssembly:
   scale_embeddings: bool = False
 
 
-def nlu_encoder(veco_params: dict) -> dict:
-  """A `TransformerEncoder` parameter tree (cross-attention dropped)."""
-  return drop_cross_attention(veco_params)
+def fold_language_embedding(params: dict, language_id: int) -> dict:
+  """`params` without `language_embeddings`; row `language_id` added to every position embedding.
+
+  Word + position + type + language[l] == word + (position + language[l]) + type
+  for every token, so a network with `num_languages=0` and these parameters
+  computes exactly what the original computes on language-`l` input.
+  """
+  emb = dict(params["embeddings"])
+  table = np.asarray(emb.pop("language_embeddings")["embedding"], np.float32)
+  if not 0 <= language_id < table.shape[0]:
+    raise ValueError(f"language_id={language_id}; the checkpoint has {table.shape[0]} language embeddings")
+  positions = np.asarray(emb["position_embeddings"]["embedding"], np.float32)
+  emb["position_embeddings"] = {"embedding": positions + table[language_id][None, :]}
+  return {**params, "embeddings": emb}
+
+
+def nlu_encoder(veco_params: dict, language_id: int | None = None) -> dict:
+  """A `TransformerEncoder` parameter tree (cross-attention dropped; `language_id` folded in if given)."""
+  has_languages = "language_embeddings" in veco_params["embeddings"]
+  if has_languages and language_id is None:
+    raise ValueError("the checkpoint has language embeddings: pass language_id (an index into the "
+                     "pretraining languages) to fold that language into the position embeddings")
+  if not has_languages and language_id is not None:
+    raise ValueError(f"language_id={language_id} given, but the checkpoint has no language embeddings")
+  params = fold_language_embedding(veco_params, language_id) if has_languages else veco_params
+  return drop_cross_attention(params)
 
 
 def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: Seq2SeqAssembly) -> dict:
@@ -60,8 +87,11 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
           "mlm_head": encoder.get("mlm_head"), "assembly": dataclasses.asdict(assembly)}
 
 
-def export_encoder(run_dir: str, out_dir: str) -> str:
-  """Write the NLU encoder of a VECO pretraining run's newest checkpoint in the `import-hf` format."""
+def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -> str:
+  """Write the NLU encoder of a VECO pretraining run's newest checkpoint in the `import-hf` format.
+
+  `language_id`: required when the run used language embeddings (see `nlu_encoder`).
+  """
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
 
   from xtreme_jax import hf
@@ -76,7 +106,7 @@ def export_encoder(run_dir: str, out_dir: str) -> str:
                                                             meta=ocp.args.JsonRestore()))
   manager.close()
   params = restored.state["params"]["backbone"]
-  hf.save_imported(out_dir, config, to_numpy(nlu_encoder(params)))
+  hf.save_imported(out_dir, config.replace(num_languages=0), to_numpy(nlu_encoder(params, language_id)))
   return out_dir
 
 

@@ -18,7 +18,10 @@ class TransformerConfig:
   `position_style='absolute'` numbers positions 0..L-1 (BERT);
   `'roberta'` numbers non-pad tokens from `pad_token_id + 1` and gives pads
   `pad_token_id` (XLM-R / RoBERTa). Parameters are always float32; `dtype`
-  is the compute dtype.
+  is the compute dtype. `num_languages > 0` adds XLM-style language
+  embeddings (one vector per language id, summed with the word / position /
+  token-type embeddings); every input then needs per-token language ids.
+  Off (0) by default, as in mBERT, XLM-R and VECO.
   """
 
   vocab_size: int
@@ -28,6 +31,7 @@ class TransformerConfig:
   mlp_dim: int = 3072
   max_positions: int = 512
   type_vocab_size: int = 2
+  num_languages: int = 0
   pad_token_id: int = 0
   position_style: str = "absolute"
   layer_norm_eps: float = 1e-12
@@ -42,6 +46,8 @@ class TransformerConfig:
       raise ValueError(f"position_style={self.position_style!r}; expected one of {POSITION_STYLES}")
     if self.hidden_size % self.num_heads:
       raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+    if self.num_languages < 0:
+      raise ValueError(f"num_languages={self.num_languages}; expected >= 0 (0: no language embeddings)")
     if self.dtype not in ("float32", "bfloat16"):
       raise ValueError(f"dtype={self.dtype!r}; expected 'float32' or 'bfloat16'")
 

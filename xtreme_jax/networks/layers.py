@@ -4,7 +4,7 @@
 `flax.linen` modules over a frozen `TransformerConfig`. Each sub-layer is
 post-LN (`LayerNorm(x + Dropout(f(x)))`, as BERT and XLM-R). Every parameter
 carries logical axis names (`vocab, embed, heads, kv, mlp, positions,
-token_types`); `xtreme_jax.training.partitioning` maps them to mesh axes.
+token_types, languages`); `xtreme_jax.training.partitioning` maps them to mesh axes.
 """
 
 from __future__ import annotations
@@ -66,7 +66,11 @@ def default_positions(config: TransformerConfig, input_mask: Array) -> Array:
 
 
 class Embeddings(nn.Module):
-  """Word + position (+ token-type) embeddings, LayerNorm, dropout."""
+  """Word + position (+ token-type) (+ language) embeddings, LayerNorm, dropout.
+
+  Language embeddings exist only when `config.num_languages > 0`; then
+  `language_ids` (same shape as `input_ids`) is required.
+  """
 
   config: TransformerConfig
 
@@ -79,11 +83,14 @@ class Embeddings(nn.Module):
     self.position_embeddings = embed(cfg.max_positions, ("positions", "embed"), "position_embeddings")
     if cfg.type_vocab_size > 0:
       self.token_type_embeddings = embed(cfg.type_vocab_size, ("token_types", "embed"), "token_type_embeddings")
+    if cfg.num_languages > 0:
+      self.language_embeddings = embed(cfg.num_languages, ("languages", "embed"), "language_embeddings")
     self.layer_norm = layer_norm(cfg, "layer_norm")
     self.dropout = nn.Dropout(cfg.dropout_rate)
 
   def __call__(self, input_ids: Array, input_mask: Array, token_type_ids: Optional[Array] = None,
-               positions: Optional[Array] = None, deterministic: bool = True) -> Array:
+               positions: Optional[Array] = None, deterministic: bool = True,
+               language_ids: Optional[Array] = None) -> Array:
     cfg = self.config
     if positions is None:
       positions = default_positions(cfg, input_mask)
@@ -92,6 +99,12 @@ class Embeddings(nn.Module):
       if token_type_ids is None:
         token_type_ids = jnp.zeros_like(input_ids)
       x = x + self.token_type_embeddings(token_type_ids)
+    if cfg.num_languages > 0:
+      if language_ids is None:
+        raise ValueError(f"this network has language embeddings (num_languages={cfg.num_languages}): "
+                         "pass per-token language_ids, or fold one language into the position embeddings "
+                         "(veco_assembly.fold_language_embedding) to get a plain encoder")
+      x = x + self.language_embeddings(language_ids)
     x = self.layer_norm(x).astype(cfg.compute_dtype)
     x = self.dropout(x, deterministic=deterministic)
     return nn.with_logical_constraint(x, ("batch", "length", "embed"))

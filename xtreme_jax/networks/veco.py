@@ -12,7 +12,7 @@ FeedForward parameters serve two call paths of `VecoNetwork`:
 
 Parameter tree (a superset of `TransformerEncoder`'s, unrolled layers only):
 
-    embeddings/{word,position,token_type}_embeddings/embedding, layer_norm
+    embeddings/{word,position,token_type[,language]}_embeddings/embedding, layer_norm
     encoder/layers_{i}/self_attention/{attention/{query,key,value,out}, layer_norm}
     encoder/layers_{i}/cross_attention/{attention/{query,key,value,out}, layer_norm}
     encoder/layers_{i}/feed_forward/{intermediate,output,layer_norm}
@@ -100,23 +100,25 @@ class VecoNetwork(nn.Module):
     self.pooler = Pooler(self.config)
     self.mlm_head = MlmHead(self.config)
 
-  def _embed(self, input_ids, input_mask, token_type_ids, positions):
-    return self.embeddings(input_ids, input_mask, token_type_ids, positions, deterministic=self.deterministic)
+  def _embed(self, input_ids, input_mask, token_type_ids, positions, language_ids=None):
+    return self.embeddings(input_ids, input_mask, token_type_ids, positions, deterministic=self.deterministic,
+                           language_ids=language_ids)
 
   def encode(self, input_ids: Array, input_mask: Array, token_type_ids: Array | None = None,
-             positions: Array | None = None) -> Array:
+             positions: Array | None = None, language_ids: Array | None = None) -> Array:
     """Final states (batch, length, embed) of the bidirectional encoder (no cross-attention)."""
-    x = self._embed(input_ids, input_mask, token_type_ids, positions)
+    x = self._embed(input_ids, input_mask, token_type_ids, positions, language_ids)
     return self.encoder(x, input_mask)[0]
 
   def decode(self, input_ids: Array, input_mask: Array, memory: Array, memory_mask: Array,
-             token_type_ids: Array | None = None, positions: Array | None = None) -> Array:
+             token_type_ids: Array | None = None, positions: Array | None = None,
+             language_ids: Array | None = None) -> Array:
     """Final states of the virtual decoder: causal self-attention, cross-attention to `memory`, FFN.
 
     `memory` is used as given: callers that want CS-MLM's detached encoder
     states pass `jax.lax.stop_gradient(encode(...))`.
     """
-    x = self._embed(input_ids, input_mask, token_type_ids, positions)
+    x = self._embed(input_ids, input_mask, token_type_ids, positions, language_ids)
     return self.encoder(x, input_mask, memory, memory_mask, causal=True)[0]
 
   def __call__(self, input_ids: Array, input_mask: Array, token_type_ids: Array | None = None,
@@ -135,8 +137,11 @@ class VecoNetwork(nn.Module):
 
   def init_all(self, input_ids: Array, input_mask: Array):
     """Touches every sub-module (both paths) so `init` creates the full parameter tree."""
-    out = self(input_ids, input_mask)
-    dec = self.decode(input_ids, input_mask, out.sequence, input_mask)
+    langs = jnp.zeros_like(input_ids) if self.config.num_languages else None
+    emb = self._embed(input_ids, input_mask, None, None, langs)
+    seq = self.encoder(emb, input_mask)[0]
+    out = EncoderOutput(seq, self.pooler(seq), None, None)
+    dec = self.decode(input_ids, input_mask, out.sequence, input_mask, language_ids=langs)
     return self.mlm_logits(out.sequence), self.mlm_logits(dec), out.pooled
 
 

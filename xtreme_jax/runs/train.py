@@ -42,6 +42,21 @@ def _check_vocab(config: TransformerConfig, *sources) -> None:
                        f"vocab_size is {config.vocab_size}; raise vocab_size in the model preset")
 
 
+def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
+  """With language embeddings on, the data's language index (returned) must fit the embedding table."""
+  if config.num_languages == 0:
+    return None
+  for source in sources:
+    langs = getattr(source, "languages_index", None)
+    if langs is None:
+      raise ValueError(f"num_languages={config.num_languages} (language embeddings) but "
+                       f"{type(source).__name__} gives no per-token language ids")
+    if len(langs) > config.num_languages:
+      raise ValueError(f"the data has {len(langs)} languages {list(langs)} but num_languages="
+                       f"{config.num_languages}; raise num_languages in the model preset")
+  return tuple(sources[0].languages_index)
+
+
 def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig):
   """`init_params` for the Trainer that loads an imported checkpoint's backbone (None: fresh init)."""
   if not init_checkpoint:
@@ -57,12 +72,16 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig)
 def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimizer: OptimizerConfig,
            trainer: TrainerConfig, partition: PartitionConfig, init_checkpoint: Optional[str]) -> dict:
   _check_vocab(model.config, train_data, *([eval_data] if eval_data is not None else []))
+  languages = _check_languages(model.config, train_data, *([eval_data] if eval_data is not None else []))
   fingerprint = {"mode": mode, "model": describe(model), "train_data": describe(train_data),
                  "eval_data": describe(eval_data), "optimizer": describe(optimizer),
                  "train_steps": trainer.train_steps, "accum_steps": trainer.accum_steps, "seed": trainer.seed,
                  "init_checkpoint": init_checkpoint}
   resumed = claim_run_directory(run_dir, fingerprint)
   logging.info("%s run in %s (%s)", mode, run_dir, "resuming" if resumed else "new")
+  if languages and jax.process_index() == 0:
+    # export-encoder's LANGUAGE_ID indexes this list.
+    atomic.write_json(os.path.join(run_dir, "languages.json"), {lg: i for i, lg in enumerate(languages)})
   runner = Trainer(model, optimizer, trainer, partition, run_dir)
   try:
     _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config))

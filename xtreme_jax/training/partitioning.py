@@ -1,7 +1,7 @@
 """Mesh construction and the one table from logical axis names to mesh axes.
 
 Networks name only logical axes (`batch, length, embed, heads, kv, mlp,
-vocab, positions, token_types, layers`). `RULES[layout]` maps them onto the
+vocab, positions, token_types, languages, layers`). `RULES[layout]` maps them onto the
 `('data', 'model')` mesh:
 
 - `data_parallel`: the batch is split over every device, parameters replicated.
@@ -30,7 +30,7 @@ MESH_AXES = ("data", "model")
 _ALL = ("data", "model")
 
 _REPLICATED = (("length", None), ("embed", None), ("heads", None), ("kv", None), ("mlp", None),
-               ("vocab", None), ("positions", None), ("token_types", None), ("layers", None),
+               ("vocab", None), ("positions", None), ("token_types", None), ("languages", None), ("layers", None),
                ("classes", None))
 
 

@@ -1,0 +1,125 @@
+"""XLM-style language embeddings: off by default, used by every VECO path when on, foldable for NLU."""
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from xtreme_jax.models.veco import VecoModel
+from xtreme_jax.models.veco_assembly import fold_language_embedding, nlu_encoder
+from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.veco import VecoNetwork
+
+BASE = TransformerConfig(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                         max_positions=24, type_vocab_size=2, dropout_rate=0.0, attention_dropout_rate=0.0)
+CFG = BASE.replace(num_languages=3)
+B, S, T, M = 2, 8, 12, 3
+
+
+def _batch(seed=0):
+  rng = np.random.default_rng(seed)
+  batch = {}
+  for s in ("x", "y"):
+    batch[f"{s}_input_ids"] = rng.integers(5, 64, (B, S)).astype(np.int32)
+    batch[f"{s}_input_mask"] = np.ones((B, S), np.int32)
+    batch[f"{s}_token_type_ids"] = np.zeros((B, S), np.int32)
+    batch[f"{s}_masked_positions"] = np.tile(np.arange(1, M + 1, dtype=np.int32), (B, 1))
+    batch[f"{s}_masked_ids"] = rng.integers(5, 64, (B, M)).astype(np.int32)
+    batch[f"{s}_masked_weights"] = np.ones((B, M), np.float32)
+  batch["x_language_id"] = np.array([0, 1], np.int32)
+  batch["y_language_id"] = np.array([1, 0], np.int32)
+  batch["tlm_input_ids"] = rng.integers(5, 64, (B, T)).astype(np.int32)
+  batch["tlm_input_mask"] = np.ones((B, T), np.int32)
+  batch["tlm_token_type_ids"] = np.zeros((B, T), np.int32)
+  batch["tlm_positions"] = np.tile(np.r_[np.arange(6), np.arange(6)].astype(np.int32), (B, 1))
+  batch["tlm_language_ids"] = np.tile(np.r_[np.zeros(6), np.ones(6)].astype(np.int32), (B, 1))
+  batch["tlm_masked_positions"] = np.tile(np.array([1, 7, 8], np.int32), (B, 1))
+  batch["tlm_masked_ids"] = rng.integers(5, 64, (B, M)).astype(np.int32)
+  batch["tlm_masked_weights"] = np.ones((B, M), np.float32)
+  return batch
+
+
+def _init(config):
+  model = VecoModel(config)
+  net = model.network(deterministic=True)
+  params = nn.unbox(net.init(jax.random.PRNGKey(0), _batch())["params"])
+  return model, net, params
+
+
+def test_off_by_default_and_created_when_on():
+  assert BASE.num_languages == 0
+  _, _, plain = _init(BASE)
+  assert "language_embeddings" not in plain["backbone"]["embeddings"]
+  _, _, params = _init(CFG)
+  assert params["backbone"]["embeddings"]["language_embeddings"]["embedding"].shape == (3, 32)
+  with pytest.raises(ValueError, match="num_languages=-1"):
+    BASE.replace(num_languages=-1)
+
+
+def test_every_objective_reads_its_language_ids():
+  _, net, params = _init(CFG)
+  batch = _batch()
+  out = net.apply({"params": params}, batch)
+  swapped = dict(batch, x_language_id=np.array([2, 2], np.int32))
+  out_x = net.apply({"params": params}, swapped)
+  # x's language changes IS(x) and CS(y->x) (x is decoded), and CS(x->y) through the memory.
+  for k in ("is_x", "cs_yx", "cs_xy"):
+    assert not np.allclose(out[k], out_x[k])
+  np.testing.assert_array_equal(out["is_y"], out_x["is_y"])
+  np.testing.assert_array_equal(out["tlm"], out_x["tlm"])
+  tlm_swapped = dict(batch, tlm_language_ids=np.full((B, T), 2, np.int32))
+  out_t = net.apply({"params": params}, tlm_swapped)
+  assert not np.allclose(out["tlm"], out_t["tlm"])
+  for k in ("is_x", "is_y", "cs_xy", "cs_yx"):
+    np.testing.assert_array_equal(out[k], out_t[k])
+
+
+def test_gradient_reaches_only_the_languages_used():
+  model, net, params = _init(CFG)
+  batch = _batch()
+
+  def loss(p):
+    return model.loss_terms(net.apply({"params": p}, batch), batch)[0]
+
+  grads = jax.grad(loss)(params)["backbone"]["embeddings"]["language_embeddings"]["embedding"]
+  norms = np.linalg.norm(np.asarray(grads), axis=-1)
+  assert norms[0] > 0 and norms[1] > 0
+  assert norms[2] == 0.0  # language 2 appears nowhere in the batch
+
+
+def test_missing_language_ids_is_a_clear_error():
+  net = VecoNetwork(CFG)
+  ids = jnp.ones((1, 4), jnp.int32)
+  with pytest.raises(ValueError, match="language_ids"):
+    net.init(jax.random.PRNGKey(0), ids, jnp.ones_like(ids), method=VecoNetwork.encode)
+
+
+def test_folded_encoder_is_exact_for_that_language():
+  _, _, params = _init(CFG)
+  backbone = params["backbone"]
+  ids = jnp.asarray(np.random.default_rng(3).integers(5, 64, (2, 7)), jnp.int32)
+  mask = jnp.asarray([[1] * 7, [1] * 5 + [0] * 2], jnp.int32)
+  for lang in range(3):
+    ref = VecoNetwork(CFG).apply({"params": backbone}, ids, mask, None, None, jnp.full_like(ids, lang),
+                                 method=VecoNetwork.encode)
+    plain = TransformerEncoder(BASE).apply({"params": nlu_encoder(backbone, lang)}, ids, mask).sequence
+    np.testing.assert_allclose(np.asarray(plain), np.asarray(ref), atol=2e-6)
+  folded = fold_language_embedding(backbone, 1)
+  want = backbone["embeddings"]["position_embeddings"]["embedding"] + \
+      backbone["embeddings"]["language_embeddings"]["embedding"][1]
+  np.testing.assert_allclose(folded["embeddings"]["position_embeddings"]["embedding"], want, rtol=0, atol=0)
+  assert "language_embeddings" not in folded["embeddings"]
+  assert "language_embeddings" in backbone["embeddings"]  # the input is not modified
+
+
+def test_nlu_encoder_language_id_errors():
+  _, _, with_langs = _init(CFG)
+  _, _, plain = _init(BASE)
+  with pytest.raises(ValueError, match="pass language_id"):
+    nlu_encoder(with_langs["backbone"])
+  with pytest.raises(ValueError, match="no language embeddings"):
+    nlu_encoder(plain["backbone"], 0)
+  with pytest.raises(ValueError, match="3 language embeddings"):
+    nlu_encoder(with_langs["backbone"], 3)
