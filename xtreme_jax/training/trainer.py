@@ -207,7 +207,8 @@ class Trainer:
     history, pending, evals = [], None, []
     bar = tqdm(total=cfg.train_steps, initial=start, disable=not cfg.progress_bar or host != 0,
                desc="train", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
-    t_last, examples, tokens = time.perf_counter(), 0, 0
+    # Throughput counts training time only: evaluation and checkpoint time is subtracted (`paused`).
+    t_last, examples, tokens, paused = time.perf_counter(), 0, 0, 0.0
     try:
       for step in range(start, cfg.train_steps):
         batch = source.batch(position, host, hosts)
@@ -224,8 +225,9 @@ class Trainer:
           pending = None
           history.append(record)
           now = time.perf_counter()
-          record.update(examples_per_s=examples / (now - t_last), tokens_per_s=tokens / (now - t_last))
-          t_last, examples, tokens = now, 0, 0
+          elapsed = max(now - t_last - paused, 1e-9)
+          record.update(examples_per_s=examples / elapsed, tokens_per_s=tokens / elapsed)
+          t_last, examples, tokens, paused = now, 0, 0, 0.0
           self._log(done, record, "train")
           bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
                           ex_s=f"{record['examples_per_s']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}")
@@ -234,13 +236,17 @@ class Trainer:
           if pending is not None:
             history.append(self._check(*pending))
             pending = None
+          t_pause = time.perf_counter()
           evals.append({"step": done, **self.evaluate(state.params, eval_source.eval_batches(host, hosts))})
           self._log(done, evals[-1], "eval")
+          paused += time.perf_counter() - t_pause
         if done % cfg.checkpoint_every == 0 or done == cfg.train_steps:
           if pending is not None:
             history.append(self._check(*pending))
             pending = None
+          t_pause = time.perf_counter()
           self.checkpointer.save(done, state, position, force=True)
+          paused += time.perf_counter() - t_pause
     finally:
       bar.close()
       self.checkpointer.wait()
