@@ -1,0 +1,448 @@
+"""XTREME tasks read through TensorFlow Datasets builders instead of the official files.
+
+`read(task, data_dir, language, split)` has the signature and the return schema of
+`xtreme_readers.read` (see that module for the schemas), so one can be swapped for the
+other; here `data_dir` is the TFDS data dir (None = the TFDS default,
+`$TFDS_DATA_DIR` or `~/tensorflow_datasets`). `read_translation(task, data_dir,
+language, kind, official_data_dir=None)` mirrors `xtreme_translations.read` for the
+translations TFDS ships.
+Task / language / split names and their validation are the official ones
+(`xtreme_readers.TASKS`); `TABLE` below maps each (task, split) to a TFDS builder,
+config, split and conversion function, and `source(task, language, split)` resolves
+one entry.
+
+Nothing is ever downloaded: datasets are opened with `tfds.load(..., download=False)`
+and a dataset that has not been prepared under `data_dir` raises FileNotFoundError
+naming the builder and how to prepare it (`tfds build NAME/CONFIG --data_dir DIR`,
+or `tfds.builder("NAME/CONFIG", data_dir=DIR).download_and_prepare()`, on a machine
+with internet, then copy the data dir over). Preparing `xtreme_pos` needs the `conllu`
+package; reading a prepared dataset needs only tensorflow-datasets (imported lazily,
+so this module imports without TensorFlow).
+
+Mapping (official split -> TFDS builder/config : TFDS split):
+
+* xnli: train -> `multi_nli:train` (English MultiNLI); dev / test -> `xnli:validation` /
+  `xnli:test`, taking the requested language from the Translation (premise) and
+  TranslationVariableLanguages (hypothesis) features.
+* pawsx: train (en) / dev / test -> `paws_x_wiki/{lg}:train` / `:validation` / `:test`.
+* panx: `wikiann/{lg}:train` / `:validation` / `:test`.
+* udpos: `xtreme_pos/xtreme_pos_{cfg}:train` / `:dev` / `:test` (see the Tamil/Tagalog note).
+* squad: `squad/v1.1:train` / `:validation`; xquad: test -> `xquad/{lg}:test`;
+  mlqa: dev / test -> `mlqa/{lg}:validation` / `:test`.
+* tydiqa: train -> `tydi_qa/goldp:train` filtered to the questions whose id starts
+  with the language's name (`arabic-...`), as the official preprocessing splits it;
+  test -> `tydi_qa/goldp:validation-{lg}` (the per-language GoldP dev files).
+* bucc2018: dev / test -> `bucc/bucc_{lg}:validation` / `:test` (see BUCC below).
+* tatoeba: test -> `tatoeba/tatoeba_{lg}:train` (the builder's only split).
+
+Translations (`read_translation`): translate_train: xnli -> `xtreme_xnli:train`, pawsx ->
+`xtreme_pawsx/{lg}:train`, xquad and mlqa -> `xquad/{lg}:translate-train` (SQuAD train
+translated; the same data for squad, xquad and mlqa), tydiqa ->
+`tydi_qa/goldp:translate-train-{lg}`; translate_dev (SQuAD dev translated): squad,
+xquad, mlqa -> `xquad/{lg}:translate-dev`; translate_test: xquad ->
+`xquad/{lg}:translate-test`. TFDS has no translate_test data for xnli, pawsx or mlqa
+and no pseudo_test data: asking for it raises an error pointing to
+`xtreme_translations`. (`paws_x_wiki/{lg}:train` for lg != en is PAWS-X's own
+machine-translated train set, a different translation than `xtreme_pawsx`.)
+
+Where the TFDS data differs from the official layout (read from the builders' code
+in tensorflow-datasets 4.9.x; not checked against the prepared data, which cannot be
+fetched here):
+
+* Order and ids. Every one of these builders shuffles examples by a hash of its key
+  when the dataset is prepared, so records come in a fixed but different order than
+  the official files. Pair and tagging ids are `f"{task}-{lg}-{split}-{i}"` with `i`
+  the TFDS position, so they do NOT name the same example as the official reader's ids
+  (for xnli dev/test, position `i` is the same pair in every language, as in the
+  official per-language files). QA ids are the stored question ids.
+* Gold labels on test sets. TFDS keeps the gold labels / tags / answers the official
+  layout strips: xnli test has labels, panx test has tags, xquad test has its answer
+  texts (the official `xquad.{lg}.json` has `text: ''`). They are returned, not hidden;
+  drop them yourself for a blind setting.
+* QA duplicate ids. TFDS merges all questions sharing an id into one example (answers
+  concatenated, context of the first), where the official reader keeps each with a
+  `-dupN` suffix; so `id == orig_id` here. This matters for the translated SQuAD data,
+  whose answers XTREME stores flattened into one question per answer. TyDiQA train
+  ids are the full GoldP ids (`arabic-<n>-<k>`) and keep their article titles, where
+  the official per-language train files keep only the last `-` part of the id and no
+  title.
+* BUCC. The `bucc` builder yields only the gold sentence pairs (each with its ids),
+  not the full monolingual corpora in which BUCC mines those pairs among many
+  non-parallel sentences. Mining over gold sentences only is a different, much easier
+  task, so `read("bucc2018", ...)` raises unless called with `bucc_gold_only=True`;
+  then `source` / `target` hold just the sentences of the gold pairs (unique, sorted by
+  id) and `gold` the pairs. Unlike the official layout, the test split has gold (TFDS
+  test = the BUCC 2018 "training" release, which the official download renames to
+  test after deleting its gold file; validation = the "sample" release = official dev).
+* Tatoeba. TFDS keeps the raw LASER alignment: `source[i]` translates `target[i]`
+  (the official released English side is sorted, hiding the gold). Trailing line ends,
+  which the builder stores, are removed.
+* udpos. TFDS's `xtreme_pos` swaps Tamil and Tagalog (config `xtreme_pos_ta` reads the
+  UD Tagalog treebank and `xtreme_pos_tl` UD Tamil); the table maps by treebank
+  language name, so `udpos`/`ta` reads Tamil. The builder keeps every CoNLL-U word
+  whose form and UPOS are not `_`: multiword-token range lines (UPOS `_`) are dropped,
+  so the syntactic words are kept (e.g. French `de` `le`, not `du`). It selects
+  treebanks with the glob `*_{LanguageName}*`, which also picks up folders such as
+  UD_Ancient_Greek, UD_Old_French, UD_Old_Russian, UD_Classical_Chinese and mixed ones
+  (UD_Hindi_English, UD_Turkish_German, UD_Swiss_German) where they exist in UD 2.5,
+  and it skips UD_Arabic-NYUAD; the official download selects files by their ISO code
+  prefix. Token and sentence counts can therefore differ.
+* panx. Tokens are cut at the first `:` (as the official preprocessing does) but not
+  whitespace-stripped.
+* pawsx. `paws_x_wiki` parses the TSVs with Python's csv module and its default `"`
+  quoting, so quote-wrapped fields lose their wrapping quotes (the official files keep
+  the csv-writer quoting literally), and rows whose label is not 0/1 are dropped.
+  Labels are returned as the official strings "0" / "1".
+* xnli train comes from MultiNLI 1.0 itself (sentence1 / sentence2, examples without a
+  gold label skipped); the official `train-en.tsv` comes from XNLI-MT's
+  `multinli.train.en.tsv`: the same pairs, text normalisation not verified.
+  `xtreme_xnli` keys its examples by the English (premise, hypothesis) pair, so
+  repeated English pairs collapse into one translated example.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, NamedTuple, Optional
+
+import numpy as np
+
+from xtreme_jax.data import xtreme_readers as xr
+
+# ClassLabel names of the TFDS features (index -> name).
+XNLI_TFDS_LABELS = ("entailment", "neutral", "contradiction")  # xnli, multi_nli, xtreme_xnli
+PAWSX_TFDS_LABELS = ("different_meaning", "paraphrase")  # paws_x_wiki, xtreme_pawsx -> "0", "1"
+WIKIANN_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
+UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
+             "PUNCT", "SCONJ", "SYM", "VERB", "X", "_")
+TYDIQA_LANGUAGE_NAMES = {"ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish",
+                         "id": "indonesian", "ko": "korean", "ru": "russian", "sw": "swahili",
+                         "te": "telugu"}
+# UD treebank language name of each udpos language (to find the xtreme_pos config).
+UDPOS_LANGUAGE_NAMES = {
+    "af": "Afrikaans", "ar": "Arabic", "bg": "Bulgarian", "de": "German", "el": "Greek", "en": "English",
+    "es": "Spanish", "et": "Estonian", "eu": "Basque", "fa": "Persian", "fi": "Finnish", "fr": "French",
+    "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian", "ja": "Japanese",
+    "kk": "Kazakh", "ko": "Korean", "mr": "Marathi", "nl": "Dutch", "pt": "Portuguese", "ru": "Russian",
+    "ta": "Tamil", "te": "Telugu", "th": "Thai", "tl": "Tagalog", "tr": "Turkish", "ur": "Urdu",
+    "vi": "Vietnamese", "yo": "Yoruba", "zh": "Chinese"}
+
+
+class TfdsSource(NamedTuple):
+  """One resolved table entry: `tfds.load(name, split=split)` then `convert(examples, ...)`."""
+  name: str  # builder or builder/config
+  split: str  # TFDS split name
+  convert: Callable[..., Any]  # (numpy examples, task, language, split) -> records
+
+
+# ----------------------------------------------------------------------------- per-example conversions
+
+
+def _s(x) -> str:
+  """TFDS string value (bytes / np.bytes_ / str) -> str."""
+  if isinstance(x, (bytes, np.bytes_)):
+    return bytes(x).decode("utf-8")
+  return str(x)
+
+
+def _label(value, names: tuple, what: str) -> str:
+  i = int(value)
+  if not 0 <= i < len(names):
+    raise ValueError(f"{what}: class index {i} out of range for labels {', '.join(names)}")
+  return names[i]
+
+
+def translation_text(feature, language: str) -> str:
+  """Text of `language` from a decoded Translation or TranslationVariableLanguages value.
+
+  Translation -> `{lang: text}`; TranslationVariableLanguages -> `{"language": [...],
+  "translation": [...]}` (parallel arrays, first match taken).
+  """
+  if "language" in feature and "translation" in feature and language not in feature:
+    langs = [_s(x) for x in feature["language"]]
+    if language not in langs:
+      raise KeyError(f"no {language!r} text in this example (it has {' '.join(sorted(set(langs)))})")
+    return _s(feature["translation"][langs.index(language)])
+  if language not in feature:
+    raise KeyError(f"no {language!r} text in this example (it has {' '.join(sorted(feature))})")
+  return _s(feature[language])
+
+
+def xnli_pair(example: dict, language: str) -> tuple[str, str, str]:
+  """(premise, hypothesis, label name) of one `xnli` / `xtreme_xnli` example in `language`."""
+  return (translation_text(example["premise"], language), translation_text(example["hypothesis"], language),
+          _label(example["label"], XNLI_TFDS_LABELS, "xnli label"))
+
+
+def mnli_pair(example: dict) -> tuple[str, str, str]:
+  """(premise, hypothesis, label name) of one `multi_nli` example."""
+  return (_s(example["premise"]), _s(example["hypothesis"]),
+          _label(example["label"], XNLI_TFDS_LABELS, "multi_nli label"))
+
+
+def pawsx_pair(example: dict) -> tuple[str, str, str]:
+  """(sentence1, sentence2, "0" | "1") of one `paws_x_wiki` / `xtreme_pawsx` example."""
+  _label(example["label"], PAWSX_TFDS_LABELS, "pawsx label")
+  return _s(example["sentence1"]), _s(example["sentence2"]), str(int(example["label"]))
+
+
+def _tagged(example: dict, tag_key: str, names: tuple, what: str) -> tuple[list, list]:
+  tokens = [_s(t) for t in example["tokens"]]
+  tags = [_label(t, names, what) for t in example[tag_key]]
+  if len(tokens) != len(tags):
+    raise ValueError(f"{what}: {len(tokens)} tokens but {len(tags)} tags in one example")
+  return tokens, tags
+
+
+def wikiann_sentence(example: dict) -> tuple[list, list]:
+  """(tokens, IOB2 tag names) of one `wikiann` example."""
+  return _tagged(example, "tags", WIKIANN_TAGS, "wikiann tags")
+
+
+def xtreme_pos_sentence(example: dict) -> tuple[list, list]:
+  """(tokens, UPOS names) of one `xtreme_pos` example."""
+  return _tagged(example, "upos", UPOS_TAGS, "xtreme_pos upos")
+
+
+def squad_record(example: dict) -> dict:
+  """One SQuAD-like TFDS example (squad, xquad, mlqa, tydi_qa) -> a `xtreme_readers` QA record."""
+  answers = example["answers"]
+  texts = [_s(t) for t in answers["text"]]
+  starts = [int(a) for a in answers["answer_start"]]
+  if len(texts) != len(starts):
+    raise ValueError(f"QA example {_s(example['id'])}: {len(texts)} answer texts but {len(starts)} starts")
+  qid = _s(example["id"])
+  return {"id": qid, "orig_id": qid, "title": _s(example["title"]), "context": _s(example["context"]),
+          "question": _s(example["question"]), "answers": {"text": texts, "answer_start": starts}}
+
+
+def tydiqa_language(question_id: str) -> Optional[str]:
+  """Language code of a TyDiQA-GoldP question id (`arabic-1234-0` -> `ar`), None if unknown."""
+  name = question_id.split("-", 1)[0]
+  return {v: k for k, v in TYDIQA_LANGUAGE_NAMES.items()}.get(name)
+
+
+def _strip_line_end(text: str) -> str:
+  text = text[:-1] if text.endswith("\n") else text
+  return text[:-1] if text.endswith("\r") else text
+
+
+# ----------------------------------------------------------------------------- list conversions
+
+
+def _pairs(fn: Callable) -> Callable:
+  def convert(examples: Iterable[dict], task: str, language: str, split: str) -> list[dict]:
+    out = []
+    for i, ex in enumerate(examples):
+      a, b, label = fn(ex)
+      out.append({"id": f"{task}-{language}-{split}-{i}", "text_a": a, "text_b": b, "label": label})
+    return out
+  return convert
+
+
+def convert_xnli(examples, task, language, split):
+  return _pairs(lambda ex: xnli_pair(ex, language))(examples, task, language, split)
+
+
+convert_mnli = _pairs(mnli_pair)
+convert_pawsx = _pairs(pawsx_pair)
+
+
+def _tagging(fn: Callable) -> Callable:
+  def convert(examples: Iterable[dict], task: str, language: str, split: str) -> list[dict]:
+    out = []
+    for i, ex in enumerate(examples):
+      tokens, tags = fn(ex)
+      out.append({"id": f"{task}-{language}-{split}-{i}", "tokens": tokens, "tags": tags})
+    return out
+  return convert
+
+
+convert_wikiann = _tagging(wikiann_sentence)
+convert_xtreme_pos = _tagging(xtreme_pos_sentence)
+
+
+def convert_squad(examples, task, language, split):
+  return [squad_record(ex) for ex in examples]
+
+
+def convert_tydiqa_train(examples, task, language, split):
+  """The combined GoldP train set restricted to `language` (by question-id prefix)."""
+  return [squad_record(ex) for ex in examples if tydiqa_language(_s(ex["id"])) == language]
+
+
+def convert_bucc(examples, task, language, split) -> dict:
+  """Gold-pair examples -> `{"source", "target", "gold"}` (sentences unique, sorted by id)."""
+  src, tgt, gold = {}, {}, []
+  for ex in examples:
+    sid, tid = _s(ex["source_id"]), _s(ex["target_id"])
+    src.setdefault(sid, _s(ex["source_sentence"]))
+    tgt.setdefault(tid, _s(ex["target_sentence"]))
+    gold.append((sid, tid))
+  return {"source": sorted(src.items()), "target": sorted(tgt.items()), "gold": sorted(gold)}
+
+
+def convert_tatoeba(examples, task, language, split) -> dict:
+  """Aligned pairs -> `{"source", "target"}`, line ends removed; `source[i]` translates `target[i]`."""
+  src, tgt = [], []
+  for ex in examples:
+    src.append(_strip_line_end(_s(ex["source_sentence"])))
+    tgt.append(_strip_line_end(_s(ex["target_sentence"])))
+  return {"source": src, "target": tgt}
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def xtreme_pos_config(language: str) -> str:
+  """`xtreme_pos` config holding the UD treebanks of `language`.
+
+  The builder maps config `ta` to Tagalog and `tl` to Tamil (swapped); the config is
+  found by treebank language name from the builder's own table when importable.
+  """
+  want = UDPOS_LANGUAGE_NAMES[language]
+  try:
+    from tensorflow_datasets.datasets.xtreme_pos import xtreme_pos_dataset_builder as m
+    names = dict(m._LANGS)  # pylint: disable=protected-access
+  except (ImportError, AttributeError):
+    names = {}
+  for code, name in names.items():
+    if name == want:
+      return f"xtreme_pos_{code}"
+  return f"xtreme_pos_{language}"
+
+
+# task -> official split -> (TFDS name template, TFDS split template, conversion).
+# Templates take {lg} (language), {pos} (xtreme_pos config).
+TABLE: dict[str, dict[str, tuple[str, str, Callable]]] = {
+    "xnli": {"train": ("multi_nli", "train", convert_mnli),
+             "dev": ("xnli", "validation", convert_xnli),
+             "test": ("xnli", "test", convert_xnli)},
+    "pawsx": {"train": ("paws_x_wiki/{lg}", "train", convert_pawsx),
+              "dev": ("paws_x_wiki/{lg}", "validation", convert_pawsx),
+              "test": ("paws_x_wiki/{lg}", "test", convert_pawsx)},
+    "panx": {"train": ("wikiann/{lg}", "train", convert_wikiann),
+             "dev": ("wikiann/{lg}", "validation", convert_wikiann),
+             "test": ("wikiann/{lg}", "test", convert_wikiann)},
+    "udpos": {"train": ("xtreme_pos/{pos}", "train", convert_xtreme_pos),
+              "dev": ("xtreme_pos/{pos}", "dev", convert_xtreme_pos),
+              "test": ("xtreme_pos/{pos}", "test", convert_xtreme_pos)},
+    "xquad": {"test": ("xquad/{lg}", "test", convert_squad)},
+    "mlqa": {"dev": ("mlqa/{lg}", "validation", convert_squad),
+             "test": ("mlqa/{lg}", "test", convert_squad)},
+    "tydiqa": {"train": ("tydi_qa/goldp", "train", convert_tydiqa_train),
+               "test": ("tydi_qa/goldp", "validation-{lg}", convert_squad)},
+    "squad": {"train": ("squad/v1.1", "train", convert_squad),
+              "dev": ("squad/v1.1", "validation", convert_squad)},
+    "bucc2018": {"dev": ("bucc/bucc_{lg}", "validation", convert_bucc),
+                 "test": ("bucc/bucc_{lg}", "test", convert_bucc)},
+    "tatoeba": {"test": ("tatoeba/tatoeba_{lg}", "train", convert_tatoeba)},
+}
+
+# (task, kind) -> (languages, TFDS name template, TFDS split template, conversion).
+# Kinds and languages as in `xtreme_translations` (which reads the same files from disk).
+TRANSLATION_KINDS = ("translate_train", "translate_dev", "translate_test", "pseudo_test")
+_NOT_EN = {task: tuple(lg for lg in langs if lg != "en") for task, langs in
+           {"xnli": xr.XNLI_LANGS, "pawsx": xr.PAWSX_LANGS, "xquad": xr.XQUAD_LANGS, "mlqa": xr.MLQA_LANGS,
+            "tydiqa": xr.TYDIQA_LANGS}.items()}
+_NOT_EN["squad"] = _NOT_EN["xquad"]
+TRANSLATIONS: dict[tuple[str, str], tuple[tuple, str, str, Callable]] = {
+    ("xnli", "translate_train"): (_NOT_EN["xnli"], "xtreme_xnli", "train", convert_xnli),
+    ("pawsx", "translate_train"): (_NOT_EN["pawsx"], "xtreme_pawsx/{lg}", "train", convert_pawsx),
+    ("squad", "translate_train"): (_NOT_EN["squad"], "xquad/{lg}", "translate-train", convert_squad),
+    ("xquad", "translate_train"): (_NOT_EN["xquad"], "xquad/{lg}", "translate-train", convert_squad),
+    ("mlqa", "translate_train"): (_NOT_EN["mlqa"], "xquad/{lg}", "translate-train", convert_squad),
+    ("tydiqa", "translate_train"): (_NOT_EN["tydiqa"], "tydi_qa/goldp", "translate-train-{lg}", convert_squad),
+    ("squad", "translate_dev"): (_NOT_EN["squad"], "xquad/{lg}", "translate-dev", convert_squad),
+    ("xquad", "translate_dev"): (_NOT_EN["xquad"], "xquad/{lg}", "translate-dev", convert_squad),
+    ("mlqa", "translate_dev"): (_NOT_EN["mlqa"], "xquad/{lg}", "translate-dev", convert_squad),
+    ("xquad", "translate_test"): (_NOT_EN["xquad"], "xquad/{lg}", "translate-test", convert_squad),
+}
+# Translations `xtreme_translations` reads from disk that no TFDS builder ships.
+TRANSLATIONS_NOT_IN_TFDS = {("xnli", "translate_test"), ("pawsx", "translate_test"),
+                            ("mlqa", "translate_test"), ("xnli", "pseudo_test"), ("xquad", "pseudo_test")}
+
+
+def source(task: str, language: str, split: str) -> TfdsSource:
+  """The TFDS builder/config, split and conversion for one official (task, language, split)."""
+  if task not in TABLE:
+    raise ValueError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TABLE))}")
+  xr._check(task, language, split)  # pylint: disable=protected-access
+  name, tfds_split, convert = TABLE[task][split]
+  fields = {"lg": language, "pos": xtreme_pos_config(language) if task == "udpos" else ""}
+  return TfdsSource(name.format(**fields), tfds_split.format(**fields), convert)
+
+
+def _load(name: str, split: str, data_dir: Optional[str]):
+  """Numpy examples of a prepared TFDS dataset; never downloads."""
+  import tensorflow_datasets as tfds  # heavy: imported on use only
+  try:
+    ds = tfds.load(name, split=split, data_dir=data_dir, download=False, shuffle_files=False, try_gcs=False)
+  except AssertionError as e:  # what tfds raises for a dataset that was never prepared
+    if "could not find data" not in str(e):
+      raise
+    builder, _, config = name.partition("/")
+    where = data_dir or "the default TFDS data dir ($TFDS_DATA_DIR or ~/tensorflow_datasets)"
+    dd = f" --data_dir {data_dir}" if data_dir else ""
+    dd_kw = f", data_dir={data_dir!r}" if data_dir else ""
+    raise FileNotFoundError(
+        f"TFDS dataset {name!r} (builder {builder!r}" + (f", config {config!r}" if config else "") +
+        f") is not prepared in {where}; nothing is downloaded here. On a machine with internet run "
+        f"`tfds build {name}{dd}` (or `tfds.builder({name!r}{dd_kw}).download_and_prepare()` in Python) "
+        f"and copy the resulting data dir here.") from None
+  return tfds.as_numpy(ds)
+
+
+def read(task: str, data_dir: Optional[str], language: str, split: str, *, bucc_gold_only: bool = False):
+  """Read one official (task, language, split) from TFDS; schemas as `xtreme_readers.read`.
+
+  `bucc_gold_only=True` is required for bucc2018, whose TFDS builder holds only the gold
+  pairs (see the module docstring).
+  """
+  src = source(task, language, split)
+  if task == "bucc2018" and not bucc_gold_only:
+    raise ValueError(
+        f"TFDS has no equivalent of the bucc2018 {split} corpora: the `bucc` builder ({src.name}:{src.split}) "
+        f"holds only the gold-aligned sentence pairs, not the full {language}/en corpora BUCC mines from, so "
+        f"scores on it are not BUCC scores. Use the official layout (xtreme_readers) for bucc2018, or pass "
+        f"bucc_gold_only=True to get the gold sentences and pairs anyway.")
+  return src.convert(_load(src.name, src.split, data_dir), task, language, split)
+
+
+def translation_source(task: str, language: str, kind: str) -> TfdsSource:
+  """The TFDS builder/config, split and conversion of one translated set."""
+  if kind not in TRANSLATION_KINDS:
+    raise ValueError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(TRANSLATION_KINDS)}")
+  if (task, kind) in TRANSLATIONS_NOT_IN_TFDS:
+    raise ValueError(f"TFDS has no {kind} data for {task} (no builder ships it); read it from disk with "
+                     f"xtreme_jax.data.xtreme_translations.read instead")
+  if (task, kind) not in TRANSLATIONS:
+    have = sorted({t for t, k in TRANSLATIONS if k == kind})
+    raise ValueError(f"no TFDS {kind} data for task {task!r}; tasks with {kind} in TFDS: {', '.join(have) or 'none'}")
+  langs, name, split, convert = TRANSLATIONS[(task, kind)]
+  if language not in langs:
+    raise ValueError(f"unknown language {language!r} for {task} {kind}; valid languages: {' '.join(langs)}")
+  return TfdsSource(name.format(lg=language), split.format(lg=language), convert)
+
+
+def read_translation(task: str, data_dir: Optional[str], language: str, kind: str,
+                     official_data_dir: Optional[str] = None) -> list[dict]:
+  """Translated data from TFDS, in the schema `xtreme_readers.read` gives the task's train split
+  (translate_train, translate_dev) or test split (translate_test).
+
+  Mirrors `xtreme_translations.read(task, translations_dir, language, kind, data_dir)`:
+  translate_train / translate_dev hold English SQuAD / MNLI / PAWS / TyDiQA training
+  data machine-translated into `language` (pair ids `f"{task}-{lg}-{kind}-{i}"`, QA
+  records keep their question ids); translate_test holds `language`'s test set
+  machine-translated into English, with the original question ids. With
+  `official_data_dir` (the official `download/` root) translate_test question ids are
+  checked against the original test file.
+  """
+  src = translation_source(task, language, kind)
+  records = src.convert(_load(src.name, src.split, data_dir), task, language, kind)
+  if kind == "translate_test" and official_data_dir is not None:
+    ids = {r["id"] for r in xr.read(task, official_data_dir, language, "test")}
+    odd = sorted({r["id"] for r in records} - ids)
+    if odd or len(ids) != len(records):
+      raise ValueError(f"{task} translate_test {language}: TFDS {src.name}:{src.split} has {len(records)} "
+                       f"questions, the official test file {len(ids)}; ids not in the official file: {odd[:5]}")
+  return records
