@@ -63,29 +63,45 @@ Mixtures (settings of METHODS.md "XTREME / XGLUE fine-tuning settings")
 * `xtreme_multitask`: English training data of xnli, pawsx, panx, udpos, squad
   (the training data of xquad / mlqa) and tydiqa.
 
-Mixing rates: a mixture with one training task uses rate 1. The two
-multi-source mixtures (`*_in_language_all`, `xtreme_multitask`) sample each task
+Mixing rates: a mixture with one training task uses rate 1. The
+multi-source mixtures (`*_in_language_all`, `xtreme_multitask` and the
+translate-train mixtures below) sample each task
 in proportion to its number of training examples (examples-proportional
 mixing, i.e. the same distribution as shuffling the concatenated training
 sets); counts are read lazily when the mixture's dataset is built.
 
-Translate-train / translate-test: NOT registered
-------------------------------------------------
-The official `scripts/download_data.sh` (google-research/xtreme) does not
-download the translations, so they have no place in the `download/` layout the
-readers define. What is known: the `gs://xtreme_translations` bucket holds
-`XNLI/translate-train/en-{lg}-translated.tsv`,
-`PAWSX/translate-train/en-{lg}-translated.tsv` (5 columns: English s1, English
-s2, translated s1, translated s2, label; XNLI writes `contradictory`),
-`SQuAD/translate-{train,dev}/squad.translate.{train,dev}.en-{lg}.json` and
-`XQuAD/translate-test/xquad.translate.test.{lg}-en.json` (paths as used by the
-TFDS `xtreme_xnli`, `xtreme_pawsx` and `xquad` builders). The official
-processors disagree on where those files go locally (`xnli/XNLI-Translated/`
-vs `pawsx/translated/`) and read different columns, and no reliable source
-fixes the MLQA / TyDiQA-GoldP / translate-test (XNLI, PAWS-X) file names. Once
-`xtreme_readers` gains translation readers with a fixed layout, register
-`xtreme_{task}_translate_train_{lg}` / `..._translate_test_{lg}` tasks here with
-`register_task` and a reader argument.
+Translations: translate-train, translate-test, pseudo test sets
+---------------------------------------------------------------
+Read by `xtreme_jax.data.xtreme_translations` (its docstring fixes the layout)
+from the translations directory, a local copy of `gs://xtreme_translations`
+(`gsutil -m cp -r gs://xtreme_translations/* <data_dir>/translations/`):
+`set_translations_dir(path)` wins, else `$XTREME_JAX_TRANSLATIONS_DIR`, else
+`<data dir>/translations`. Records have the same features as the original
+task's (translate-train rows are the translated pair / SQuAD question).
+
+Tasks (one split each)
+* `xtreme_{src}_translate_train_{lg}` (train) for src in xnli, pawsx, squad,
+  tydiqa and every non-English language with a translation (squad: the XQuAD
+  languages; it is the translate-train data of both xquad and mlqa).
+* `xtreme_{task}_translate_test_{lg}` (test) for xnli, pawsx, xquad, mlqa and
+  every non-English language: the test set translated into English, with the
+  ids of the original test examples (line-aligned; checked against the
+  original test file when the dataset is built).
+* `xtreme_{task}_pseudo_{lg}` (test) for xnli and xquad and every
+  `xtreme_translations.PSEUDO_LANGUAGES[task]` language (the PAN-X languages
+  the task does not cover): the English test set machine-translated into
+  `{lg}`, with gold labels / answers.
+
+Mixtures (English training data as in `xtreme_{task}_zero_shot`; the
+evaluation members are the zero-shot mixture's, i.e. every language's test set;
+examples-proportional rates, as concatenating the training sets)
+* `xtreme_{task}_translate_train_en_{lg}` for xnli, pawsx, xquad, mlqa, tydiqa:
+  train = English + the translation into `{lg}` (translate-train, one model
+  per target language).
+* `xtreme_{task}_translate_train_all`: train = English + every translation of
+  the task's training data (xquad and mlqa: all SQuAD translations).
+* `xtreme_{task}_translate_test` for xnli, pawsx, xquad, mlqa: train = English;
+  evaluation on English's own test set and every `translate_test` task.
 """
 
 from __future__ import annotations
@@ -97,8 +113,10 @@ import seqio
 import tensorflow as tf
 
 from xtreme_jax.data import xtreme_readers as readers
+from xtreme_jax.data import xtreme_translations as translations
 
 DATA_DIR_ENV = "XTREME_JAX_DATA_DIR"
+TRANSLATIONS_DIR_ENV = "XTREME_JAX_TRANSLATIONS_DIR"
 FEWSHOT_SIZE = 1000
 
 BENCHMARK_TASKS = ("xnli", "pawsx", "panx", "udpos", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")
@@ -108,9 +126,14 @@ IN_LANGUAGE_TASKS = ("panx", "udpos", "tydiqa")
 ZERO_SHOT_TRAIN = {"xnli": "xnli", "pawsx": "pawsx", "panx": "panx", "udpos": "udpos", "xquad": "squad",
                    "mlqa": "squad", "tydiqa": "tydiqa", "bucc2018": None, "tatoeba": None}
 MULTITASK_TASKS = ("xnli", "pawsx", "panx", "udpos", "squad", "tydiqa")
+# Benchmark task -> the reader task whose translations are its translate-train data.
+TRANSLATE_TRAIN_SOURCE = {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad", "tydiqa": "tydiqa"}
+TRANSLATE_TEST_TASKS = ("xnli", "pawsx", "xquad", "mlqa")
+PSEUDO_TASKS = ("xnli", "xquad")
 
 # Kept across importlib.reload (re-registration must not forget the configured directory).
 _data_dir: Optional[str] = globals().get("_data_dir")
+_translations_dir: Optional[str] = globals().get("_translations_dir")
 
 
 def set_data_dir(path: Optional[Union[str, os.PathLike]]) -> None:
@@ -133,6 +156,18 @@ def get_data_dir() -> str:
     raise FileNotFoundError(f"The XTREME data directory {path!r} (from {origin}) does not exist or is not a "
                             f"directory; point set_data_dir() or ${DATA_DIR_ENV} at the `download/` directory.")
   return path
+
+
+def set_translations_dir(path: Optional[Union[str, os.PathLike]]) -> None:
+  """Sets the translations directory (a copy of gs://xtreme_translations); None: the default."""
+  global _translations_dir
+  _translations_dir = None if path is None else os.fspath(path)
+
+
+def get_translations_dir() -> str:
+  """`set_translations_dir`, else `$XTREME_JAX_TRANSLATIONS_DIR`, else `<get_data_dir()>/translations`."""
+  path = _translations_dir or os.environ.get(TRANSLATIONS_DIR_ENV)
+  return path if path else translations.default_dir(get_data_dir())
 
 
 # ----------------------------------------------------------------------------- schemas
@@ -209,11 +244,14 @@ class XtremeSource(seqio.FunctionDataSource):
     splits: the splits offered (a subset of the reader's splits for `language`).
     train_limit: keep only the first `train_limit` examples of the train split.
     union_schema: emit `UNION_FEATURES` (multi-task mixtures) instead of the family's features.
+    kind: read the `xtreme_translations` file of this kind (translate_train,
+      translate_test, pseudo_test) instead of the official layout.
   """
 
   def __init__(self, task: str, language: str, splits: Sequence[str], train_limit: Optional[int] = None,
-               union_schema: bool = False):
+               union_schema: bool = False, kind: Optional[str] = None):
     self.task, self.language, self.train_limit, self.union_schema = task, language, train_limit, union_schema
+    self.kind = kind
     self.family = TASK_FAMILY[task]
     self.features = UNION_FEATURES if union_schema else FAMILY_FEATURES[self.family]
     self._counts: dict[tuple, int] = {}
@@ -221,7 +259,7 @@ class XtremeSource(seqio.FunctionDataSource):
 
   def __repr__(self):
     return (f"XtremeSource(task={self.task!r}, language={self.language!r}, splits={self.splits}, "
-            f"train_limit={self.train_limit}, union_schema={self.union_schema})")
+            f"train_limit={self.train_limit}, union_schema={self.union_schema}, kind={self.kind!r})")
 
   def _check_split(self, split: str) -> None:
     if split not in self.splits:
@@ -231,13 +269,27 @@ class XtremeSource(seqio.FunctionDataSource):
   def examples(self, split: str) -> list[dict]:
     """The rows (python dicts keyed by feature name) that the split's dataset yields, in order."""
     self._check_split(split)
-    rows = _ROWS[self.family](readers.read(self.task, get_data_dir(), self.language, split))
+    rows = _ROWS[self.family](self._read(split))
     if split == "train" and self.train_limit is not None:
       rows = rows[:self.train_limit]
     if self.union_schema:
       rows = [{"task": self.task, **{k: row.get(k, _EMPTY[rank]) for k, (_, rank) in self.features.items()
                                      if k != "task"}} for row in rows]
     return rows
+
+  def _read(self, split: str):
+    if self.kind is None:
+      return readers.read(self.task, get_data_dir(), self.language, split)
+    data_dir = get_data_dir() if self.kind == "translate_test" else None  # alignment check
+    return translations.read(self.task, get_translations_dir(), self.language, self.kind, data_dir=data_dir)
+
+  def _file(self, split: str) -> tuple[str, str]:
+    """(directory, file) read for `split` (the cache key of `num_input_examples`)."""
+    if self.kind is None:
+      data_dir = get_data_dir()
+      return data_dir, readers.file_path(self.task, data_dir, self.language, split)
+    root = get_translations_dir()
+    return root, translations.translation_path(self.task, root, self.language, self.kind)
 
   def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
     del shuffle_files, seed  # one in-memory "file", read in order; seqio shuffles examples afterwards
@@ -248,8 +300,7 @@ class XtremeSource(seqio.FunctionDataSource):
     self._check_split(split)
     if self.family in ("bucc", "tatoeba"):
       return 1
-    data_dir = get_data_dir()
-    path = readers.file_path(self.task, data_dir, self.language, split)
+    data_dir, path = self._file(split)
     stat = os.stat(path) if os.path.isfile(path) else None
     key = (data_dir, split, stat and (stat.st_mtime_ns, stat.st_size, stat.st_ino))
     if key not in self._counts:
@@ -330,6 +381,27 @@ def train_examples_rate(task: seqio.Task) -> float:
   return float(max(task.source.num_input_examples("train"), 1))
 
 
+KIND_SPLIT = {"translate_train": "train", "translate_test": "test", "pseudo_test": "test"}
+KIND_NAME = {"translate_train": "translate_train", "translate_test": "translate_test", "pseudo_test": "pseudo"}
+
+
+def translation_task_name(task: str, language: str, kind: str) -> str:
+  """`xtreme_{task}_{translate_train|translate_test|pseudo}_{language}`, validated against the registry."""
+  if kind not in KIND_NAME:
+    raise ValueError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(KIND_NAME)}")
+  translations.translation_path(task, "", language, kind)  # validates task and language
+  return f"xtreme_{task}_{KIND_NAME[kind]}_{language}"
+
+
+def register_translation_task(task: str, language: str, kind: str) -> seqio.Task:
+  """Registers (replacing any previous one) the one-split Task of a translation file."""
+  name = translation_task_name(task, language, kind)
+  source = XtremeSource(task, language, [KIND_SPLIT[kind]], kind=kind)
+  seqio.TaskRegistry.remove(name)
+  return seqio.TaskRegistry.add(name, source=source, output_features=output_features(source.features),
+                                preprocessors=[], metric_fns=[])
+
+
 def zero_shot_members(task: str) -> list[str]:
   """Sub-tasks of `xtreme_{task}_zero_shot`: the English training task, then every evaluated language."""
   train_task = ZERO_SHOT_TRAIN[task]
@@ -367,6 +439,33 @@ def register_all() -> None:
                      default_rate=train_examples_rate)
   register_mixture("xtreme_multitask", [task_name(t, "en", "multitask") for t in MULTITASK_TASKS],
                    default_rate=train_examples_rate)
+
+  for src in sorted(set(TRANSLATE_TRAIN_SOURCE.values())):
+    for lg in translations.languages(src, "translate_train"):
+      register_translation_task(src, lg, "translate_train")
+  for task in TRANSLATE_TEST_TASKS:
+    for lg in translations.languages(task, "translate_test"):
+      register_translation_task(task, lg, "translate_test")
+  for task in PSEUDO_TASKS:
+    for lg in translations.languages(task, "pseudo_test"):
+      register_translation_task(task, lg, "pseudo_test")
+
+  for task, src in TRANSLATE_TRAIN_SOURCE.items():
+    evaluation = zero_shot_members(task)
+    for lg in translations.languages(task, "translate_train"):
+      register_mixture(f"xtreme_{task}_translate_train_en_{lg}",
+                       evaluation + [translation_task_name(src, lg, "translate_train")],
+                       default_rate=train_examples_rate)
+    register_mixture(f"xtreme_{task}_translate_train_all",
+                     evaluation + [translation_task_name(src, lg, "translate_train")
+                                   for lg in translations.languages(src, "translate_train")],
+                     default_rate=train_examples_rate)
+  for task in TRANSLATE_TEST_TASKS:
+    members = [task_name(ZERO_SHOT_TRAIN[task], "en")]
+    members += [task_name(task, "en")] if task_name(task, "en") not in members else []
+    register_mixture(f"xtreme_{task}_translate_test",
+                     members + [translation_task_name(task, lg, "translate_test")
+                                for lg in translations.languages(task, "translate_test")])
 
 
 register_all()

@@ -233,5 +233,8 @@ def test_reimport_reregisters_without_error():
   before = sorted(n for n in seqio.TaskRegistry.names() if n.startswith("xtreme_"))
   importlib.reload(xt)
   after = sorted(n for n in seqio.TaskRegistry.names() if n.startswith("xtreme_"))
-  assert before == after and len(after) == 324
-  assert len([n for n in seqio.MixtureRegistry.names() if n.startswith("xtreme_")]) == 92
+  # 324 benchmark tasks + translate-train (xnli 14, pawsx 6, squad 10, tydiqa 8) + translate-test
+  # (xnli 14, pawsx 6, xquad 10, mlqa 6) + pseudo test (xnli 25, xquad 29) = 324 + 38 + 36 + 54.
+  assert before == after and len(after) == 452
+  # 92 + translate_train_en_{lg} (14 + 6 + 10 + 6 + 8) + translate_train_all (5) + translate_test (4).
+  assert len([n for n in seqio.MixtureRegistry.names() if n.startswith("xtreme_")]) == 145

@@ -220,7 +220,11 @@ def read_udpos(data_dir: str, language: str, split: str) -> list[dict]:
 
 def _read_squad(task: str, data_dir: str, language: str, split: str) -> list[dict]:
   _check(task, language, split)
-  path = _path(task, data_dir, language, split)
+  return parse_squad(_path(task, data_dir, language, split))
+
+
+def parse_squad(path: str) -> list[dict]:
+  """The question records (schema above) of one SQuAD v1.1 JSON file at `path`."""
   with open(path, encoding="utf-8-sig") as f:
     try:
       data = json.load(f)

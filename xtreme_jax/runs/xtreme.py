@@ -13,6 +13,36 @@ Each fine-tuned model lives in its own resumable run directory
 `<run_dir>/models/<name>`: a re-run reuses finished models (predictions are
 recomputed, cheaply). Settings other than zero-shot write to
 `<run_dir>/submission-<setting>/`.
+
+Translation settings (`xtreme_translations`; files under `translations_dir`,
+default `<data_dir>/translations`, a copy of gs://xtreme_translations):
+
+* translate_train: per target language, one model trained on English plus the
+  translation of the English training data into that language (xnli, pawsx;
+  SQuAD translations for xquad / mlqa, shared by both; tydiqa). English and
+  languages without a translation (pseudo test languages) use the English model.
+* translate_train_all: one model on English plus every translation on disk.
+* translate_test: the zero-shot English model (the same `models/<name>`
+  directory as zero_shot) predicts the test set translated into English
+  (xnli, pawsx, xquad, mlqa); predictions are written under the ORIGINAL
+  language's file `test-<lg>.tsv|json`, mapped back line by line (classification)
+  or by question id (QA). For QA the predicted answer is the English span:
+  mapping it back into the source language would need an alignment the
+  translation files do not carry, so QA translate-test scores against the
+  source-language gold are a lower bound.
+
+Tasks without translations (panx, udpos, bucc2018, tatoeba) stay zero-shot in
+these settings, as the in-language settings do for tasks without in-language
+data. With `pseudo_test=True` the English test sets machine-translated into
+other languages (`XNLI/pseudo-test`, `XQuAD/pseudo-test`, every language found
+on disk) are also predicted, into `<run_dir>/submission-<setting>-pseudo/`,
+and scored against the gold inside the pseudo files (written to
+`<run_dir>/pseudo-labels/` in the leaderboard layout) with
+`evaluation.scorer.score_file`; the scores go to
+`<run_dir>/scores-<setting>-pseudo.json`.
+
+All benchmark data is read through `XtremeRunner.read` and every on-disk
+availability check goes through `available`.
 """
 
 from __future__ import annotations
@@ -30,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xtreme_jax import atomic
-from xtreme_jax.data import paths, xtreme_readers as readers
+from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translations as translations
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.sources import FeatureListSource
@@ -75,7 +105,12 @@ RECIPES = {
 }
 TASKS = tuple(RECIPES)
 IN_LANGUAGE_TASKS = ("panx", "udpos", "tydiqa")
-SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_multi")
+TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
+SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_multi") + TRANSLATION_SETTINGS
+# Task -> reader task whose translations are its translate-train data (xquad / mlqa: SQuAD).
+TRANSLATE_TRAIN_SOURCE = {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad", "tydiqa": "tydiqa"}
+TRANSLATE_TEST_TASKS = ("xnli", "pawsx", "xquad", "mlqa")
+TRANSLATION_KINDS = translations.KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +135,21 @@ class FinetuneSettings:
       raise ValueError(f"setting={self.setting!r}; expected one of {SETTINGS}")
 
 
+def data_path(task: str, data_dir: str, language: str, split: str,
+              translations_dir: Optional[str] = None) -> str:
+  """The file holding (task, language, split); `split` may be a translation kind (`TRANSLATION_KINDS`)."""
+  if split in TRANSLATION_KINDS:
+    root = translations_dir if translations_dir else translations.default_dir(data_dir)
+    return translations.translation_path(task, root, language, split)
+  part = {"bucc2018": "gold" if split == "dev" else "source", "tatoeba": "source"}.get(task)
+  return readers.file_path(task, data_dir, language, split, part)
+
+
+def available(task: str, data_dir: str, language: str, split: str, translations_dir: Optional[str] = None) -> bool:
+  """Whether (task, language, split) is on disk (bucc2018 dev: its gold file, which threshold tuning needs)."""
+  return os.path.exists(data_path(task, data_dir, language, split, translations_dir))
+
+
 def test_languages(task: str, data_dir: str, languages: Optional[Sequence[str]]) -> list[str]:
   """The requested languages, or every benchmark language whose test file is on disk."""
   valid = readers.TASKS[task].languages["test"]
@@ -108,11 +158,10 @@ def test_languages(task: str, data_dir: str, languages: Optional[Sequence[str]])
     if unknown:
       raise ValueError(f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
     return list(languages)
-  part = "source" if task in ("bucc2018", "tatoeba") else None
-  found = [lg for lg in valid if os.path.exists(readers.file_path(task, data_dir, lg, "test", part))]
+  found = [lg for lg in valid if available(task, data_dir, lg, "test")]
   if not found:
     raise FileNotFoundError(f"{task}: no test file for any language under {data_dir} (expected e.g. "
-                            f"{readers.file_path(task, data_dir, valid[0], 'test', part)})")
+                            f"{data_path(task, data_dir, valid[0], 'test')})")
   return found
 
 
@@ -181,17 +230,32 @@ def _features(recipe, examples, vocab, settings, training):
 class XtremeRunner:
   """Fine-tunes, predicts and writes the submission for the configured tasks."""
 
-  def __init__(self, run_dir, data_dir, config, vocabulary, init_checkpoint, settings, partition):
+  def __init__(self, run_dir, data_dir, config, vocabulary, init_checkpoint, settings, partition,
+               translations_dir: Optional[str] = None):
     self.run_dir, self.data_dir, self.config = run_dir, data_dir, config
+    self.translations_dir = translations_dir or translations.default_dir(data_dir)
     self.vocabulary = os.path.abspath(paths.resolve(data_dir, vocabulary))
     self.vocab = load_vocabulary(self.vocabulary)
     self.init_checkpoint, self.settings, self.partition = init_checkpoint, settings, partition
     suffix = "" if settings.setting == "zero_shot" else f"-{settings.setting}"
     self.submission = os.path.join(run_dir, "submission" + suffix)
+    self.pseudo_submission = os.path.join(run_dir, f"submission-{settings.setting}-pseudo")
+    self.pseudo_labels = os.path.join(run_dir, "pseudo-labels")
     self._model_in_memory = (None, None)
 
-  def _write(self, task: str, language: str, suffix: str, text: str) -> str:
-    path = os.path.join(self.submission, task, f"test-{language}.{suffix}")
+  def read(self, task: str, language: str, split: str):
+    """Every read of benchmark data goes through here: an official split, or a translation kind."""
+    if split in TRANSLATION_KINDS:
+      check = self.data_dir if split == "translate_test" else None  # alignment with the original test file
+      return translations.read(task, self.translations_dir, language, split, data_dir=check)
+    return readers.read(task, self.data_dir, language, split)
+
+  def available(self, task: str, language: str, split: str) -> bool:
+    """Whether `read(task, language, split)` has a file to read (see module-level `available`)."""
+    return available(task, self.data_dir, language, split, self.translations_dir)
+
+  def _write(self, task: str, language: str, suffix: str, text: str, directory: Optional[str] = None) -> str:
+    path = os.path.join(directory or self.submission, task, f"test-{language}.{suffix}")
     if jax.process_index() == 0:
       atomic.write_text(path, text)
     return path
@@ -203,14 +267,31 @@ class XtremeRunner:
     test language's own training data (first 1,000 examples for few-shot);
     in_language_multi: every language's training data, one model. Tasks without
     in-language training data (classification, XQuAD, MLQA) stay zero-shot.
+    translate_train: English + the translation into `language` (English and
+    languages without a translation: English only); translate_train_all:
+    English + every translation on disk; translate_test: English (the zero-shot
+    model). Tasks without translations stay zero-shot.
     """
     recipe, setting = RECIPES[task], self.settings.setting
+    if setting in TRANSLATION_SETTINGS:
+      src = TRANSLATE_TRAIN_SOURCE.get(task)
+      if setting == "translate_test" or src is None:
+        return recipe.model_name, (recipe.train,), None
+      if setting == "translate_train_all":
+        langs = [lg for lg in translations.languages(src, "translate_train")
+                 if self.available(src, lg, "translate_train")]
+        return (f"{recipe.model_name}_translate_train_all",
+                (recipe.train,) + tuple((src, lg, "translate_train") for lg in langs), None)
+      if language not in translations.languages(task, "translate_train"):
+        return recipe.model_name, (recipe.train,), None
+      return (f"{recipe.model_name}_translate_train_{language}",
+              (recipe.train, (src, language, "translate_train")), None)
     if setting == "zero_shot" or task not in IN_LANGUAGE_TASKS:
       return recipe.model_name, (recipe.train,), None
     train_langs = readers.TASKS[task].languages["train"]
     if setting == "in_language_multi":
       return f"{task}_all", tuple((task, lg, "train") for lg in train_langs
-                                  if os.path.exists(readers.file_path(task, self.data_dir, lg, "train"))), None
+                                  if self.available(task, lg, "train")), None
     if language not in train_langs:
       raise ValueError(f"{task}: {language} has no training split for the {setting} setting; "
                        f"languages with one: {list(train_langs)}")
@@ -227,7 +308,7 @@ class XtremeRunner:
   def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
     """Train (or resume, or reload when finished) `name` in its own run directory."""
     s, recipe = self.settings, RECIPES[task]
-    examples = [ex for src in sources for ex in readers.read(src[0], self.data_dir, src[1], src[2])[:limit]]
+    examples = [ex for src in sources for ex in self.read(*src)[:limit]]
     features, _ = _features(recipe, examples, self.vocab, s, training=True)
     model = _model(recipe, self.config)
     source = FeatureListSource(features, s.batch_size, s.seed,
@@ -236,10 +317,13 @@ class XtremeRunner:
     steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
     run_dir = os.path.join(self.run_dir, "models", name)
     trained_by = {k: v for k, v in describe(s).items() if k not in ("setting", "log_every")}  # not model-changing
-    claim_run_directory(run_dir, {"mode": "xtreme-finetune", "model": describe(model), "train": sources,
-                                  "limit": limit, "settings": trained_by, "steps": steps,
-                                  "init_checkpoint": self.init_checkpoint, "vocabulary": self.vocabulary,
-                                  "data_dir": os.path.abspath(self.data_dir)})
+    fingerprint = {"mode": "xtreme-finetune", "model": describe(model), "train": sources,
+                   "limit": limit, "settings": trained_by, "steps": steps,
+                   "init_checkpoint": self.init_checkpoint, "vocabulary": self.vocabulary,
+                   "data_dir": os.path.abspath(self.data_dir)}
+    if any(src[2] in TRANSLATION_KINDS for src in sources):  # only then: older run dirs stay valid
+      fingerprint["translations_dir"] = os.path.abspath(self.translations_dir)
+    claim_run_directory(run_dir, fingerprint)
     trainer = Trainer(model, s.optimizer, TrainerConfig(train_steps=steps, log_every=min(s.log_every, steps),
                                                         checkpoint_every=steps, keep_checkpoints=1, seed=s.seed),
                       self.partition, run_dir)
@@ -255,14 +339,28 @@ class XtremeRunner:
     merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
     return jax.tree_util.tree_map(lambda x: x[: len(features)], merged)
 
-  def predict_language(self, task: str, language: str) -> str:
+  def test_split(self, task: str, language: str, pseudo: bool = False) -> str:
+    """The split predicted for `language`: test, translate_test (translate_test setting) or pseudo_test."""
+    if pseudo:
+      return "pseudo_test"
+    if (self.settings.setting == "translate_test" and task in TRANSLATE_TEST_TASKS
+        and language in translations.languages(task, "translate_test")):
+      return "translate_test"
+    return "test"
+
+  def predict_language(self, task: str, language: str, pseudo: bool = False) -> str:
+    """Predicts the test set of `language` (the translated / pseudo one where the setting says so)."""
     recipe = RECIPES[task]
-    examples = readers.read(task, self.data_dir, language, "test")
+    split = self.test_split(task, language, pseudo)
+    examples = self.read(task, language, split)
+    directory = self.pseudo_submission if pseudo else None
     trainer, params = self.finetuned(task, language)
     features, owners = _features(recipe, examples, self.vocab, self.settings, training=False)
     if recipe.kind == "classification":
       logits = self._predict(trainer, params, features, MODEL_KEYS["classification"])
-      return self._write(task, language, "tsv", "".join(f"{recipe.labels[i]}\n" for i in logits.argmax(-1)))
+      # translate_test rows are line-aligned with the original test file (checked by the reader).
+      return self._write(task, language, "tsv", "".join(f"{recipe.labels[i]}\n" for i in logits.argmax(-1)),
+                         directory)
     if recipe.kind == "tagging":
       logits = self._predict(trainer, params, features, MODEL_KEYS["tagging"])
       by_sentence: dict[int, list[int]] = {}
@@ -274,12 +372,35 @@ class XtremeRunner:
         mine = by_sentence[i]
         ids = merge_window_predictions([features[k] for k in mine], predicted[mine], len(ex["tokens"]))
         lines.append("".join(f"{recipe.labels[t]}\n" for t in ids))
-      return self._write(task, language, "tsv", "\n".join(lines))
+      return self._write(task, language, "tsv", "\n".join(lines), directory)
     out = self._predict(trainer, params, features, QA_PREDICT_KEYS)
     answers = best_spans(features, out["start_logits"], out["end_logits"],
                          max_answer_len=self.settings.max_answer_len)
-    return self._write(task, language, "json", json.dumps({ex["id"]: answers.get(ex["id"], "") for ex in examples},
-                                                          ensure_ascii=False, indent=1))
+    # translate_test keeps the original question ids (checked by the reader): map back by id, in the
+    # original file's order.
+    order = self.read(task, language, "test") if split == "translate_test" else examples
+    return self._write(task, language, "json", json.dumps({ex["id"]: answers.get(ex["id"], "") for ex in order},
+                                                          ensure_ascii=False, indent=1), directory)
+
+  def pseudo_languages(self, task: str) -> list[str]:
+    """Pseudo test languages of `task` found on disk (none for tasks without pseudo test sets)."""
+    if task not in translations.tasks("pseudo_test"):
+      return []
+    return translations.pseudo_languages_on_disk(task, self.translations_dir)
+
+  def write_pseudo_gold(self, task: str, language: str) -> str:
+    """The gold of a pseudo test set in the leaderboard labels layout (under `pseudo_labels`)."""
+    examples = self.read(task, language, "pseudo_test")
+    path = os.path.join(self.pseudo_labels, task, f"test-{language}.{'tsv' if RECIPES[task].kind != 'qa' else 'json'}")
+    if RECIPES[task].kind == "qa":
+      with open(translations.translation_path(task, self.translations_dir, language, "pseudo_test"),
+                encoding="utf-8-sig") as f:
+        text = json.dumps(json.load(f), ensure_ascii=False)  # the SQuAD JSON with answers, as the labels hold it
+    else:
+      text = "".join(f"{ex['label']}\n" for ex in examples)
+    if jax.process_index() == 0:
+      atomic.write_text(path, text)
+    return path
 
   # -- retrieval -------------------------------------------------------------
 
@@ -303,16 +424,15 @@ class XtremeRunner:
 
   def retrieve_language(self, task: str, language: str, layer: int) -> str:
     if task == "tatoeba":
-      data = readers.read(task, self.data_dir, language, "test")
+      data = self.read(task, language, "test")
       src, tgt = self.embed(data["source"], layer), self.embed(data["target"], layer)
       nearest = retrieval.tatoeba_predict(src, tgt)
       return self._write(task, language, "tsv", "".join(f"{int(i)}\n" for i in nearest))
     threshold = None
-    dev_path = readers.file_path(task, self.data_dir, language, "dev", "gold")
-    if os.path.exists(dev_path):
-      dev = readers.read(task, self.data_dir, language, "dev")
+    if self.available(task, language, "dev"):
+      dev = self.read(task, language, "dev")
       threshold = metrics.bucc_best_threshold(self._mine(dev, layer), dev["gold"])
-    test = readers.read(task, self.data_dir, language, "test")
+    test = self.read(task, language, "test")
     candidates = self._mine(test, layer)
     pairs = metrics.apply_threshold(candidates, threshold) if threshold is not None else list(candidates)
     return self._write(task, language, "tsv", "".join(f"{s}\t{t}\n" for s, t in pairs))
@@ -355,13 +475,21 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
            labels_dir: Optional[str] = None, tasks: Sequence[str] = TASKS,
            languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
            settings: FinetuneSettings = FinetuneSettings(), retrieval_layer: Optional[int] = None,
-           partition: PartitionConfig = PartitionConfig()) -> dict:
-  """Runs the zero-shot XTREME benchmark; returns the scores (when `labels_dir` is given)."""
+           partition: PartitionConfig = PartitionConfig(), translations_dir: Optional[str] = None,
+           pseudo_test: bool = False) -> dict:
+  """Runs the XTREME benchmark in `settings.setting`; returns the scores (when `labels_dir` is given).
+
+  `translations_dir`: the copy of gs://xtreme_translations (default `<data_dir>/translations`).
+  `pseudo_test`: also predict and score the pseudo test languages found there
+  (the result then has a `pseudo` entry: {task: {language: metrics}}).
+  """
   unknown = sorted(set(tasks) - set(TASKS))
   if unknown:
     raise ValueError(f"unknown task(s) {unknown}; valid: {list(TASKS)}")
   plan = {t: test_languages(t, data_dir, (languages or {}).get(t)) for t in tasks}
-  runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition)
+  runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
+                        translations_dir)
+  pseudo_plan = {t: runner.pseudo_languages(t) for t in tasks} if pseudo_test else {}
   layer = retrieval_layer if retrieval_layer is not None else (2 * model_config.num_layers) // 3
   for task, langs in plan.items():
     for lg in langs:
@@ -370,12 +498,38 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
       else:
         path = runner.predict_language(task, lg)
       logging.info("wrote %s", path)
+    for lg in pseudo_plan.get(task, ()):
+      logging.info("wrote %s", runner.predict_language(task, lg, pseudo=True))
+  pseudo = score_pseudo(runner, pseudo_plan) if pseudo_test else None
   if not labels_dir:
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
-    return {}
+    return {} if pseudo is None else {"pseudo": pseudo}
   from xtreme_jax.evaluation import report, scorer
   results = scorer.score_submission(runner.submission, labels_dir, out=os.path.join(run_dir, "scores.json"))
   report.write_report(results, os.path.join(run_dir, "report"))
   print(scorer.format_table(results))
   print(f"report: {os.path.join(run_dir, 'report', 'report.md')}")
+  if pseudo is not None:
+    results = {**results, "pseudo": pseudo}
   return results
+
+
+def score_pseudo(runner: XtremeRunner, plan: dict) -> dict:
+  """Scores the pseudo test predictions against their gold; {task: {language: metrics}}, also written to JSON."""
+  from xtreme_jax.evaluation import metrics as task_metrics, scorer
+  scores: dict = {}
+  for task, langs in plan.items():
+    suffix = "json" if RECIPES[task].kind == "qa" else "tsv"
+    for lg in langs:
+      gold = runner.write_pseudo_gold(task, lg)
+      pred = os.path.join(runner.pseudo_submission, task, f"test-{lg}.{suffix}")
+      scores.setdefault(task, {})[lg] = scorer.score_file(task, lg, pred, gold)
+  out = os.path.join(runner.run_dir, f"scores-{runner.settings.setting}-pseudo.json")
+  if jax.process_index() == 0:
+    atomic.write_json(out, scores)
+  if not scores:
+    print("pseudo test: no pseudo test file found under", runner.translations_dir)
+  for task, by_lang in scores.items():
+    print(f"pseudo {task}: " + "  ".join(f"{lg} {task_metrics.language_score(task, m):.1f}"
+                                         for lg, m in by_lang.items()))
+  return scores

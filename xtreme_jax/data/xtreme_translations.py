@@ -1,0 +1,272 @@
+"""Machine translations of XTREME: translate-train, translate-test and pseudo test sets (no jax / TF).
+
+The official `scripts/download_data.sh` does not download the translations.
+They live in their own directory, `translations_dir`, which by default is
+`<data_dir>/translations` (the `download/` root of `xtreme_readers`) and
+mirrors the public bucket `gs://xtreme_translations`:
+
+    gsutil -m cp -r gs://xtreme_translations/* <data_dir>/translations/
+
+Layout (relative to `translations_dir`; `{lg}` is filled in):
+
+| task, kind | file | format |
+|---|---|---|
+| xnli translate_train | `XNLI/translate-train/en-{lg}-translated.tsv` | 5 tab-separated columns `en_s1, en_s2, translated_s1, translated_s2, label`, no quote char (quote characters stay literal); the label `contradictory` means `contradiction` |
+| pawsx translate_train | `PAWSX/translate-train/en-{lg}-translated.tsv` | same 5 columns, labels 0 / 1 |
+| squad (= xquad, mlqa) translate_train | `SQuAD/translate-train/squad.translate.train.en-{lg}.json` | SQuAD v1.1 JSON (SQuAD train translated into an XQuAD language; MLQA's languages are all XQuAD languages, so both tasks train on it) |
+| squad (= xquad, mlqa) translate_dev | `SQuAD/translate-dev/squad.translate.dev.en-{lg}.json` | SQuAD v1.1 JSON |
+| tydiqa translate_train | `TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lg}.json` | SQuAD v1.1 JSON |
+| xquad translate_test | `XQuAD/translate-test/xquad.translate.test.{lg}-en.json` | XQuAD test translated into English, same question ids as `xquad/xquad.{lg}.json` |
+| xnli translate_test (*) | `XNLI/translate-test/test-{lg}-en-translated.tsv` | `orig_s1, orig_s2, en_s1, en_s2[, label]`, line i = line i of `xnli/test-{lg}.tsv` |
+| pawsx translate_test (*) | `PAWSX/translate-test/test-{lg}-en-translated.tsv` | the same, aligned with `pawsx/test-{lg}.tsv` |
+| mlqa translate_test (*) | `MLQA/translate-test/mlqa.translate.test.{lg}-en.json` | MLQA test translated into English, same question ids |
+| xnli pseudo_test (*) | `XNLI/pseudo-test/test-{lg}.tsv` | English XNLI test machine-translated into `{lg}`, `premise\\thypothesis\\tlabel` (labels required) |
+| xquad pseudo_test (*) | `XQuAD/pseudo-test/xquad.{lg}.json` | English XQuAD machine-translated into `{lg}`, SQuAD JSON with answers |
+
+The first rows are the bucket's paths as the TFDS builders `xtreme_xnli`,
+`xtreme_pawsx`, `xquad` and `tydi_qa` use them. (*) marks paths this project
+defines itself: the bucket's names for these files are not known to us (the
+XNLI / PAWS-X / MLQA translate-test files were never published under a fixed
+name, and pseudo test sets are not published at all); put your own
+translations there.
+
+`read(task, translations_dir, language, kind, data_dir=None)` returns records
+in exactly the schema `xtreme_readers.read` gives that task's train split
+(translate_train, translate_dev: the SQuAD dev schema) or test split
+(translate_test, pseudo_test), so the feature code works unchanged:
+
+* xnli / pawsx translate_train: `{"id": f"{task}-{lg}-translate_train-{i}",
+  "text_a", "text_b"}` = the translated columns, plus the label.
+* xnli / pawsx translate_test: `text_a` / `text_b` = the English columns; `id`
+  = the id the official test reader gives the same line (`{task}-{lg}-test-{i}`),
+  so predictions map back line by line; `label` from a fifth column if present,
+  else None (as the unlabeled official test file). With `data_dir` the line
+  count is checked against `{task}/test-{lg}.tsv` and a difference is refused.
+* xquad / mlqa translate_test: the English SQuAD records with the original
+  question ids; with `data_dir` the ids are checked against the original test file.
+* pseudo_test: `{"id": f"xnli-{lg}-test-{i}", ..., "label"}` with the gold
+  label, or SQuAD records with their gold answers. `{lg}` may be any language
+  code (lower-case ISO 639); `PSEUDO_LANGUAGES` lists the codes the seqio tasks
+  register: the 40 PAN-X languages the task does not cover.
+
+Rows are split on tabs only (no quote handling, CRLF removed), blank lines are
+skipped, as `xtreme_readers` does for the official files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Optional
+
+from xtreme_jax.data import xtreme_readers as readers
+
+KINDS = ("translate_train", "translate_dev", "translate_test", "pseudo_test")
+BUCKET = "gs://xtreme_translations"
+TRANSLATIONS_SUBDIR = "translations"
+
+
+def _non_en(langs: tuple) -> tuple:
+  return tuple(lg for lg in langs if lg != "en")
+
+
+# kind -> task -> translations_dir-relative template
+PATHS: dict[str, dict[str, str]] = {
+    "translate_train": {
+        "xnli": "XNLI/translate-train/en-{lg}-translated.tsv",
+        "pawsx": "PAWSX/translate-train/en-{lg}-translated.tsv",
+        "squad": "SQuAD/translate-train/squad.translate.train.en-{lg}.json",
+        "xquad": "SQuAD/translate-train/squad.translate.train.en-{lg}.json",
+        "mlqa": "SQuAD/translate-train/squad.translate.train.en-{lg}.json",
+        "tydiqa": "TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lg}.json",
+    },
+    "translate_dev": {
+        "squad": "SQuAD/translate-dev/squad.translate.dev.en-{lg}.json",
+        "xquad": "SQuAD/translate-dev/squad.translate.dev.en-{lg}.json",
+        "mlqa": "SQuAD/translate-dev/squad.translate.dev.en-{lg}.json",
+    },
+    "translate_test": {
+        "xnli": "XNLI/translate-test/test-{lg}-en-translated.tsv",
+        "pawsx": "PAWSX/translate-test/test-{lg}-en-translated.tsv",
+        "xquad": "XQuAD/translate-test/xquad.translate.test.{lg}-en.json",
+        "mlqa": "MLQA/translate-test/mlqa.translate.test.{lg}-en.json",
+    },
+    "pseudo_test": {
+        "xnli": "XNLI/pseudo-test/test-{lg}.tsv",
+        "xquad": "XQuAD/pseudo-test/xquad.{lg}.json",
+    },
+}
+# Paths taken from the public bucket (the others are ours).
+BUCKET_PATHS = {("translate_train", t) for t in PATHS["translate_train"]} | {
+    ("translate_dev", t) for t in PATHS["translate_dev"]} | {("translate_test", "xquad")}
+
+_SQUAD_LANGS = _non_en(readers.XQUAD_LANGS)
+# kind -> task -> languages (None: any language code, see PSEUDO_LANGUAGES)
+LANGUAGES: dict[str, dict[str, Optional[tuple]]] = {
+    "translate_train": {"xnli": _non_en(readers.XNLI_LANGS), "pawsx": _non_en(readers.PAWSX_LANGS),
+                        "squad": _SQUAD_LANGS, "xquad": _SQUAD_LANGS, "mlqa": _non_en(readers.MLQA_LANGS),
+                        "tydiqa": _non_en(readers.TYDIQA_LANGS)},
+    "translate_dev": {"squad": _SQUAD_LANGS, "xquad": _SQUAD_LANGS, "mlqa": _non_en(readers.MLQA_LANGS)},
+    "translate_test": {"xnli": _non_en(readers.XNLI_LANGS), "pawsx": _non_en(readers.PAWSX_LANGS),
+                       "xquad": _non_en(readers.XQUAD_LANGS), "mlqa": _non_en(readers.MLQA_LANGS)},
+    "pseudo_test": {"xnli": None, "xquad": None},
+}
+# The pseudo test languages the seqio tasks register: PAN-X languages the task does not cover.
+PSEUDO_LANGUAGES = {task: tuple(lg for lg in readers.PANX_LANGS if lg not in readers.TASKS[task].languages["test"])
+                    for task in LANGUAGES["pseudo_test"]}
+_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")
+
+
+def languages(task: str, kind: str) -> tuple:
+  """Languages with a `kind` file for `task` (pseudo_test: the registered `PSEUDO_LANGUAGES`)."""
+  _check(task, kind)
+  langs = LANGUAGES[kind][task]
+  return PSEUDO_LANGUAGES[task] if langs is None else langs
+
+
+def tasks(kind: str) -> tuple:
+  if kind not in KINDS:
+    raise ValueError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+  return tuple(LANGUAGES[kind])
+
+
+def _check(task: str, kind: str, language: Optional[str] = None) -> None:
+  valid = tasks(kind)
+  if task not in valid:
+    raise ValueError(f"no {kind} data for XTREME task {task!r}; tasks with {kind}: {', '.join(valid)}")
+  if language is None:
+    return
+  langs = LANGUAGES[kind][task]
+  if langs is None:
+    if not _LANGUAGE_CODE.match(language) or language in readers.TASKS[task].languages["test"]:
+      raise ValueError(f"{task} {kind}: {language!r} is not a pseudo test language: expected a lower-case "
+                       f"ISO 639 code of a language {task} does not cover (e.g. "
+                       f"{' '.join(PSEUDO_LANGUAGES[task][:5])}); {task}'s own languages: "
+                       f"{' '.join(readers.TASKS[task].languages['test'])}")
+  elif language not in langs:
+    raise ValueError(f"unknown language {language!r} for {task} {kind}; valid languages: {' '.join(langs)}")
+
+
+def default_dir(data_dir: str) -> str:
+  """`<data_dir>/translations`, where the bucket's copy goes by default."""
+  return os.path.join(data_dir, TRANSLATIONS_SUBDIR)
+
+
+def translation_path(task: str, translations_dir: str, language: str, kind: str) -> str:
+  """Path of the `kind` file of (task, language) under `translations_dir` (validated, not checked on disk)."""
+  _check(task, kind, language)
+  return os.path.join(translations_dir, PATHS[kind][task].format(lg=language))
+
+
+def exists(task: str, translations_dir: str, language: str, kind: str) -> bool:
+  return os.path.isfile(translation_path(task, translations_dir, language, kind))
+
+
+def pseudo_languages_on_disk(task: str, translations_dir: str) -> list[str]:
+  """Languages whose pseudo test file of `task` is present, sorted."""
+  _check(task, "pseudo_test")
+  template = PATHS["pseudo_test"][task]
+  folder = os.path.join(translations_dir, os.path.dirname(template))
+  head, tail = os.path.basename(template).split("{lg}")
+  found = []
+  if os.path.isdir(folder):
+    for name in sorted(os.listdir(folder)):
+      lg = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+      if _LANGUAGE_CODE.match(lg) and lg not in readers.TASKS[task].languages["test"]:
+        found.append(lg)
+  return found
+
+
+def _missing(task: str, kind: str, path: str, translations_dir: str) -> FileNotFoundError:
+  if (kind, task) in BUCKET_PATHS:
+    how = (f"Copy the public translations with `gsutil -m cp -r {BUCKET}/* {translations_dir}/` "
+           f"(or pass translations_dir where your copy is).")
+  else:
+    how = (f"This path is defined by xtreme-jax (its name in {BUCKET}, if the bucket has it at all, is "
+           f"not known): put your translations there in the format of the xtreme_jax.data.xtreme_translations "
+           f"docstring. The bucket's files are fetched with `gsutil -m cp -r {BUCKET}/* {translations_dir}/`.")
+  return FileNotFoundError(f"{task} {kind}: expected file {path} does not exist. {how}")
+
+
+def _path(task: str, translations_dir: str, language: str, kind: str) -> str:
+  path = translation_path(task, translations_dir, language, kind)
+  if not os.path.isfile(path):
+    raise _missing(task, kind, path, translations_dir)
+  return path
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def _rows(path: str, widths: tuple, what: str) -> list[tuple[int, list[str]]]:
+  out = []
+  for n, line in readers._lines(path):
+    if not line.strip():
+      continue
+    cols = line.split("\t")
+    if len(cols) not in widths:
+      raise readers._malformed(path, n, f"{len(cols)} tab-separated columns, expected "
+                                        f"{' or '.join(map(str, widths))} ({what})")
+    out.append((n, cols))
+  return out
+
+
+def _label(path: str, n: int, task: str, value: str) -> str:
+  labels = readers.XNLI_LABELS if task == "xnli" else readers.PAWSX_LABELS
+  label = value.strip()
+  if task == "xnli" and label == "contradictory":
+    label = "contradiction"
+  if label not in labels:
+    raise readers._malformed(path, n, f"unknown label {label!r}; valid labels: {', '.join(labels)}"
+                                      + (" (or contradictory)" if task == "xnli" else ""))
+  return label
+
+
+def _pairs(task: str, translations_dir: str, language: str, kind: str, data_dir: Optional[str]) -> list[dict]:
+  path = _path(task, translations_dir, language, kind)
+  if kind == "translate_train":
+    rows = _rows(path, (5,), "en_s1, en_s2, translated_s1, translated_s2, label")
+    return [{"id": f"{task}-{language}-translate_train-{i}", "text_a": c[2], "text_b": c[3],
+             "label": _label(path, n, task, c[4])} for i, (n, c) in enumerate(rows)]
+  if kind == "pseudo_test":
+    rows = _rows(path, (3,), "premise, hypothesis, label")
+    return [{"id": f"{task}-{language}-test-{i}", "text_a": c[0], "text_b": c[1],
+             "label": _label(path, n, task, c[2])} for i, (n, c) in enumerate(rows)]
+  rows = _rows(path, (4, 5), "orig_s1, orig_s2, en_s1, en_s2[, label]")
+  if data_dir is not None:
+    original = readers.read(task, data_dir, language, "test")
+    if len(original) != len(rows):
+      raise ValueError(f"{task} translate_test {language}: {path} has {len(rows)} rows but the original test "
+                       f"file {readers.file_path(task, data_dir, language, 'test')} has {len(original)}; "
+                       f"translate-test rows must be line-aligned with the original test file")
+  return [{"id": f"{task}-{language}-test-{i}", "text_a": c[2], "text_b": c[3],
+           "label": _label(path, n, task, c[4]) if len(c) == 5 else None} for i, (n, c) in enumerate(rows)]
+
+
+def _squad(task: str, translations_dir: str, language: str, kind: str, data_dir: Optional[str]) -> list[dict]:
+  path = _path(task, translations_dir, language, kind)
+  records = readers.parse_squad(path)
+  if kind == "translate_test" and data_dir is not None:
+    ids = [r["id"] for r in readers.read(task, data_dir, language, "test")]
+    mine = [r["id"] for r in records]
+    if len(ids) != len(mine):
+      raise ValueError(f"{task} translate_test {language}: {path} has {len(mine)} questions but the original test "
+                       f"file {readers.file_path(task, data_dir, language, 'test')} has {len(ids)}")
+    if set(ids) != set(mine):
+      odd = sorted(set(mine) - set(ids))[:5]
+      raise ValueError(f"{task} translate_test {language}: {path} holds question ids the original test file "
+                       f"{readers.file_path(task, data_dir, language, 'test')} does not have, e.g. {odd}; "
+                       f"translated questions must keep their original ids")
+  return records
+
+
+def read(task: str, translations_dir: str, language: str, kind: str, data_dir: Optional[str] = None) -> list[dict]:
+  """Records of one translation file, in the schema `xtreme_readers.read` gives the matching split.
+
+  `data_dir` (the official `download/` root), when given, makes translate_test
+  check its alignment with the original test file (line count / question ids).
+  """
+  _check(task, kind, language)
+  if task in ("xnli", "pawsx"):
+    return _pairs(task, translations_dir, language, kind, data_dir)
+  return _squad(task, translations_dir, language, kind, data_dir)
