@@ -6,12 +6,15 @@ is removed from the seqio registry before it is added).
 
 Data
 ----
-Examples come from the plain-Python readers in
-`xtreme_jax.data.xtreme_readers`, which read the official XTREME `download/`
-layout. The directory is looked up when a dataset is *built* (never at
-import): `set_data_dir(path)` wins, else the environment variable
-`XTREME_JAX_DATA_DIR`; with neither, building a dataset raises a ValueError
-that names both. Nothing here touches TFDS or the network.
+Examples come from `xtreme_jax.data.xtreme_data.XtremeData` (`data()`): by
+default the plain-Python readers in `xtreme_jax.data.xtreme_readers`, which
+read the official XTREME `download/` layout; with `set_data_source("tfds")`
+(or `$XTREME_JAX_DATA_SOURCE=tfds`) the TFDS builders (`xtreme_tfds`, never
+downloading), with the same example schemas. The directory is looked up when
+a dataset is *built* (never at import): `set_data_dir(path)` wins, else the
+environment variable `XTREME_JAX_DATA_DIR`; with neither, building a dataset
+of the official source raises a ValueError that names both (for TFDS it is
+the TFDS data dir, unset: TFDS's default). Nothing here touches the network.
 
 Every Task uses an `XtremeSource` (a `seqio.FunctionDataSource`) whose splits
 are the splits the reader registry (`xtreme_readers.TASKS`) lists for that
@@ -114,9 +117,11 @@ import tensorflow as tf
 
 from xtreme_jax.data import xtreme_readers as readers
 from xtreme_jax.data import xtreme_translations as translations
+from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
 
 DATA_DIR_ENV = "XTREME_JAX_DATA_DIR"
 TRANSLATIONS_DIR_ENV = "XTREME_JAX_TRANSLATIONS_DIR"
+DATA_SOURCE_ENV = "XTREME_JAX_DATA_SOURCE"
 FEWSHOT_SIZE = 1000
 
 BENCHMARK_TASKS = ("xnli", "pawsx", "panx", "udpos", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")
@@ -134,6 +139,7 @@ PSEUDO_TASKS = ("xnli", "xquad")
 # Kept across importlib.reload (re-registration must not forget the configured directory).
 _data_dir: Optional[str] = globals().get("_data_dir")
 _translations_dir: Optional[str] = globals().get("_translations_dir")
+_data_source: Optional[str] = globals().get("_data_source")
 
 
 def set_data_dir(path: Optional[Union[str, os.PathLike]]) -> None:
@@ -168,6 +174,31 @@ def get_translations_dir() -> str:
   """`set_translations_dir`, else `$XTREME_JAX_TRANSLATIONS_DIR`, else `<get_data_dir()>/translations`."""
   path = _translations_dir or os.environ.get(TRANSLATIONS_DIR_ENV)
   return path if path else translations.default_dir(get_data_dir())
+
+
+def set_data_source(source: Optional[str]) -> None:
+  """"official" (the `download/` layout, default) or "tfds" (the TFDS builders); None: the default."""
+  global _data_source
+  if source is not None and source not in SOURCES:
+    raise ValueError(f"data source {source!r}; expected one of {SOURCES}")
+  _data_source = source
+
+
+def get_data_source() -> str:
+  """`set_data_source`, else `$XTREME_JAX_DATA_SOURCE`, else "official"."""
+  source = _data_source or os.environ.get(DATA_SOURCE_ENV) or "official"
+  if source not in SOURCES:
+    raise ValueError(f"${DATA_SOURCE_ENV}={source!r}; expected one of {SOURCES}")
+  return source
+
+
+def data() -> XtremeData:
+  """The configured data: the official layout under `get_data_dir()`, or TFDS with the data dir as
+  the TFDS data dir (unset: TFDS's default) and translations only from an explicitly set directory."""
+  if get_data_source() == "tfds":
+    return XtremeData("tfds", _data_dir or os.environ.get(DATA_DIR_ENV) or None,
+                      _translations_dir or os.environ.get(TRANSLATIONS_DIR_ENV) or None)
+  return XtremeData("official", get_data_dir(), get_translations_dir())
 
 
 # ----------------------------------------------------------------------------- schemas
@@ -278,18 +309,12 @@ class XtremeSource(seqio.FunctionDataSource):
     return rows
 
   def _read(self, split: str):
-    if self.kind is None:
-      return readers.read(self.task, get_data_dir(), self.language, split)
-    data_dir = get_data_dir() if self.kind == "translate_test" else None  # alignment check
-    return translations.read(self.task, get_translations_dir(), self.language, self.kind, data_dir=data_dir)
+    return data().read(self.task, self.language, self.kind or split)
 
-  def _file(self, split: str) -> tuple[str, str]:
-    """(directory, file) read for `split` (the cache key of `num_input_examples`)."""
-    if self.kind is None:
-      data_dir = get_data_dir()
-      return data_dir, readers.file_path(self.task, data_dir, self.language, split)
-    root = get_translations_dir()
-    return root, translations.translation_path(self.task, root, self.language, self.kind)
+  def _file(self, split: str) -> tuple[tuple, str]:
+    """(data source, file or TFDS location) read for `split` (the cache key of `num_input_examples`)."""
+    d = data()
+    return (d.source, d.data_dir, d.translations_root), d.location(self.task, self.language, self.kind or split)
 
   def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
     del shuffle_files, seed  # one in-memory "file", read in order; seqio shuffles examples afterwards

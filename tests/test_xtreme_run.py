@@ -21,7 +21,7 @@ def test_test_languages_found_on_disk_and_validated():
   assert xtreme.test_languages("xnli", paths.sample_xtreme_dir(), None) == ["ar", "de", "en", "hi", "ru", "zh"]
   with pytest.raises(ValueError, match=r"xnli: unknown language\(s\) \['xx'\]; valid: \['ar'"):
     xtreme.test_languages("xnli", paths.sample_xtreme_dir(), ["xx"])
-  with pytest.raises(FileNotFoundError, match="no test file for any language"):
+  with pytest.raises(FileNotFoundError, match="no test set for any language"):
     xtreme.test_languages("xnli", "/nonexistent", None)
 
 

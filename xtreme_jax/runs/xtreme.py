@@ -52,7 +52,7 @@ import functools
 import json
 import logging
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import flax.linen as nn
 import jax
@@ -66,6 +66,7 @@ from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.sources import FeatureListSource
 from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
 from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.models.classification import ClassificationModel
@@ -135,33 +136,23 @@ class FinetuneSettings:
       raise ValueError(f"setting={self.setting!r}; expected one of {SETTINGS}")
 
 
-def data_path(task: str, data_dir: str, language: str, split: str,
-              translations_dir: Optional[str] = None) -> str:
-  """The file holding (task, language, split); `split` may be a translation kind (`TRANSLATION_KINDS`)."""
-  if split in TRANSLATION_KINDS:
-    root = translations_dir if translations_dir else translations.default_dir(data_dir)
-    return translations.translation_path(task, root, language, split)
-  part = {"bucc2018": "gold" if split == "dev" else "source", "tatoeba": "source"}.get(task)
-  return readers.file_path(task, data_dir, language, split, part)
+def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[Sequence[str]]) -> list[str]:
+  """The requested languages, or every benchmark language whose test set is available.
 
-
-def available(task: str, data_dir: str, language: str, split: str, translations_dir: Optional[str] = None) -> bool:
-  """Whether (task, language, split) is on disk (bucc2018 dev: its gold file, which threshold tuning needs)."""
-  return os.path.exists(data_path(task, data_dir, language, split, translations_dir))
-
-
-def test_languages(task: str, data_dir: str, languages: Optional[Sequence[str]]) -> list[str]:
-  """The requested languages, or every benchmark language whose test file is on disk."""
+  `data`: an `XtremeData`, or the official `download/` folder.
+  """
+  if isinstance(data, str):
+    data = XtremeData("official", data)
   valid = readers.TASKS[task].languages["test"]
   if languages:
     unknown = sorted(set(languages) - set(valid))
     if unknown:
       raise ValueError(f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
     return list(languages)
-  found = [lg for lg in valid if available(task, data_dir, lg, "test")]
+  found = [lg for lg in valid if data.available(task, lg, "test")]
   if not found:
-    raise FileNotFoundError(f"{task}: no test file for any language under {data_dir} (expected e.g. "
-                            f"{data_path(task, data_dir, valid[0], 'test')})")
+    raise FileNotFoundError(f"{task}: no test set for any language in the {data.source} data at {data.data_dir} "
+                            f"(expected e.g. {data.location(task, valid[0], 'test')})")
   return found
 
 
@@ -231,9 +222,10 @@ class XtremeRunner:
   """Fine-tunes, predicts and writes the submission for the configured tasks."""
 
   def __init__(self, run_dir, data_dir, config, vocabulary, init_checkpoint, settings, partition,
-               translations_dir: Optional[str] = None):
+               translations_dir: Optional[str] = None, data_source: str = "official"):
     self.run_dir, self.data_dir, self.config = run_dir, data_dir, config
-    self.translations_dir = translations_dir or translations.default_dir(data_dir)
+    self.data = XtremeData(data_source, data_dir, translations_dir)
+    self.translations_dir = self.data.translations_root
     self.vocabulary = os.path.abspath(paths.resolve(data_dir, vocabulary))
     self.vocab = load_vocabulary(self.vocabulary)
     self.init_checkpoint, self.settings, self.partition = init_checkpoint, settings, partition
@@ -245,14 +237,11 @@ class XtremeRunner:
 
   def read(self, task: str, language: str, split: str):
     """Every read of benchmark data goes through here: an official split, or a translation kind."""
-    if split in TRANSLATION_KINDS:
-      check = self.data_dir if split == "translate_test" else None  # alignment with the original test file
-      return translations.read(task, self.translations_dir, language, split, data_dir=check)
-    return readers.read(task, self.data_dir, language, split)
+    return self.data.read(task, language, split)
 
   def available(self, task: str, language: str, split: str) -> bool:
-    """Whether `read(task, language, split)` has a file to read (see module-level `available`)."""
-    return available(task, self.data_dir, language, split, self.translations_dir)
+    """Whether `read(task, language, split)` has data to read."""
+    return self.data.available(task, language, split)
 
   def _write(self, task: str, language: str, suffix: str, text: str, directory: Optional[str] = None) -> str:
     path = os.path.join(directory or self.submission, task, f"test-{language}.{suffix}")
@@ -320,7 +309,9 @@ class XtremeRunner:
     fingerprint = {"mode": "xtreme-finetune", "model": describe(model), "train": sources,
                    "limit": limit, "settings": trained_by, "steps": steps,
                    "init_checkpoint": self.init_checkpoint, "vocabulary": self.vocabulary,
-                   "data_dir": os.path.abspath(self.data_dir)}
+                   "data_dir": os.path.abspath(self.data_dir) if self.data_dir else None}
+    if self.data.source != "official":  # only then: older run dirs stay valid
+      fingerprint["data_source"] = self.data.source
     if any(src[2] in TRANSLATION_KINDS for src in sources):  # only then: older run dirs stay valid
       fingerprint["translations_dir"] = os.path.abspath(self.translations_dir)
     claim_run_directory(run_dir, fingerprint)
@@ -384,7 +375,7 @@ class XtremeRunner:
 
   def pseudo_languages(self, task: str) -> list[str]:
     """Pseudo test languages of `task` found on disk (none for tasks without pseudo test sets)."""
-    if task not in translations.tasks("pseudo_test"):
+    if task not in translations.tasks("pseudo_test") or self.translations_dir is None:
       return []
     return translations.pseudo_languages_on_disk(task, self.translations_dir)
 
@@ -476,9 +467,11 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
            languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
            settings: FinetuneSettings = FinetuneSettings(), retrieval_layer: Optional[int] = None,
            partition: PartitionConfig = PartitionConfig(), translations_dir: Optional[str] = None,
-           pseudo_test: bool = False) -> dict:
+           pseudo_test: bool = False, data_source: str = "official") -> dict:
   """Runs the XTREME benchmark in `settings.setting`; returns the scores (when `labels_dir` is given).
 
+  `data_source`: "official" (`data_dir` is the `download/` folder) or "tfds"
+  (`data_dir` is the TFDS data dir, None: TFDS's default); see `xtreme_data`.
   `translations_dir`: the copy of gs://xtreme_translations (default `<data_dir>/translations`).
   `pseudo_test`: also predict and score the pseudo test languages found there
   (the result then has a `pseudo` entry: {task: {language: metrics}}).
@@ -486,9 +479,9 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
   unknown = sorted(set(tasks) - set(TASKS))
   if unknown:
     raise ValueError(f"unknown task(s) {unknown}; valid: {list(TASKS)}")
-  plan = {t: test_languages(t, data_dir, (languages or {}).get(t)) for t in tasks}
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
-                        translations_dir)
+                        translations_dir, data_source)
+  plan = {t: test_languages(t, runner.data, (languages or {}).get(t)) for t in tasks}
   pseudo_plan = {t: runner.pseudo_languages(t) for t in tasks} if pseudo_test else {}
   layer = retrieval_layer if retrieval_layer is not None else (2 * model_config.num_layers) // 3
   for task, langs in plan.items():

@@ -1,0 +1,101 @@
+"""One data object for the run mode and the seqio tasks: official layout or TFDS, chosen by one argument."""
+
+import json
+import os
+
+import gin
+import numpy as np
+import pytest
+
+tfds = pytest.importorskip("tensorflow_datasets")
+
+from test_xtreme_tfds import NUM_EXAMPLES, _aligned_as_dataset  # noqa: E402  (the consistent mock)
+
+from xtreme_jax import cli  # noqa: E402
+from xtreme_jax.data import paths, xtreme_data, xtreme_readers, xtreme_translations  # noqa: E402
+from xtreme_jax.data.xtreme_data import XtremeData  # noqa: E402
+from xtreme_jax.runs import xtreme  # noqa: E402
+
+SAMPLE = paths.sample_xtreme_dir()
+SAMPLE_TR = os.path.join(SAMPLE, "translations")
+
+
+@pytest.fixture
+def mocked(monkeypatch):
+  # Mocked builders are never "prepared" on disk; availability is what the run mode asks first.
+  monkeypatch.setattr(xtreme_data, "_tfds_prepared", lambda name, data_dir: True)
+  with tfds.testing.mock_data(policy=tfds.testing.MockPolicy.USE_CODE, as_dataset_fn=_aligned_as_dataset):
+    yield
+
+
+def test_official_source_is_the_readers():
+  data = XtremeData("official", SAMPLE)
+  assert data.read("xnli", "de", "test") == xtreme_readers.read("xnli", SAMPLE, "de", "test")
+  assert data.location("panx", "de", "dev") == xtreme_readers.file_path("panx", SAMPLE, "de", "dev")
+  assert data.available("xnli", "de", "test") and not data.available("xnli", "sw", "test")
+  assert data.translations_root == SAMPLE_TR  # default <data_dir>/translations
+  assert data.read("xnli", "de", "translate_train") == xtreme_translations.read("xnli", SAMPLE_TR, "de",
+                                                                                "translate_train")
+  with pytest.raises(ValueError, match="expected one of"):
+    XtremeData("hdfs", SAMPLE)
+  with pytest.raises(ValueError, match="needs data_dir"):
+    XtremeData("official", None)
+
+
+def test_tfds_source_reads_builders_and_falls_back_to_files_for_what_tfds_lacks(mocked):
+  data = XtremeData("tfds", None)
+  assert data.location("panx", "de", "test") == "tfds:wikiann/de:test"
+  rows = data.read("xnli", "de", "test")
+  assert len(rows) == NUM_EXAMPLES and set(rows[0]) == {"id", "text_a", "text_b", "label"}
+  assert data.location("xnli", "de", "translate_train").startswith("tfds:xtreme_xnli")
+  # XNLI translate-test is not in TFDS: without a translations dir that is a clear error ...
+  with pytest.raises(ValueError, match="TFDS has no translate_test data for xnli; set translations_dir"):
+    data.read("xnli", "de", "translate_test")
+  assert not data.available("xnli", "de", "translate_test")
+  # ... and with one, the files are read.
+  with_files = XtremeData("tfds", None, SAMPLE_TR)
+  assert with_files.read("xnli", "de", "translate_test") == xtreme_translations.read(
+      "xnli", SAMPLE_TR, "de", "translate_test")
+  assert not data.available("bucc2018", "de", "test")  # TFDS holds only BUCC's gold pairs
+
+
+def test_tfds_not_prepared_is_unavailable(tmp_path):
+  data = XtremeData("tfds", str(tmp_path))
+  assert not data.available("panx", "de", "test")
+  with pytest.raises(FileNotFoundError, match="no test set for any language in the tfds data"):
+    xtreme.test_languages("panx", data, None)
+
+
+def test_seqio_tasks_follow_the_data_source(mocked):
+  import xtreme_tasks.xtreme as xt
+  xt.set_data_source("tfds")
+  try:
+    examples = list(xt.get_task("xnli", "de").get_dataset(None, split="test", shuffle=False).as_numpy_iterator())
+    assert len(examples) == NUM_EXAMPLES
+    assert {e["label"].decode() for e in examples} <= set(xtreme_readers.XNLI_LABELS)
+    with pytest.raises(ValueError, match="expected one of"):
+      xt.set_data_source("gcs")
+  finally:
+    xt.set_data_source(None)
+  assert xt.get_data_source() == "official"
+
+
+@pytest.mark.slow
+def test_run_mode_on_tfds(tmp_path, mocked):
+  gin.clear_config(clear_constants=True)
+  run_dir = tmp_path / "run"
+  try:
+    assert cli.main(["run", "--gin_file=experiments/xtreme_quickstart.gin", f"--gin.RUN_DIR='{run_dir}'",
+                     "--gin.DATA_SOURCE='tfds'", "--gin.DATA_DIR=None", "--gin.LABELS_DIR=None",
+                     "--gin.EPOCHS=1.0", "--gin.BATCH_SIZE=8", "--gin.TASKS=('xnli', 'panx')",
+                     "--gin.LANGUAGES={'xnli': ['de'], 'panx': ['fr']}"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  config = json.loads((run_dir / "models" / "xnli" / "run_config.json").read_text())
+  assert config["data_source"] == "tfds" and config["steps"] == round(NUM_EXAMPLES / 8)
+  lines = (run_dir / "submission" / "xnli" / "test-de.tsv").read_text().splitlines()
+  assert len(lines) == NUM_EXAMPLES and set(lines) <= set(xtreme_readers.XNLI_LABELS)
+  sentences = (run_dir / "submission" / "panx" / "test-fr.tsv").read_text().strip("\n").split("\n\n")
+  # The consistent mock gives every sentence 10 tokens: one predicted tag per token.
+  assert [len(s.split("\n")) for s in sentences] == [10] * NUM_EXAMPLES
+  assert np.all([t in xtreme.PANX_TAGS for s in sentences for t in s.split("\n")])

@@ -1,0 +1,110 @@
+"""Where XTREME examples come from: the official `download/` layout or the TFDS builders.
+
+`XtremeData(source, data_dir, translations_dir)` is the one object the run mode
+(`runs/xtreme.py`) and the seqio tasks (`tasks/xtreme.py`) read benchmark data
+through, so the choice is a single Gin / function argument:
+
+* `source="official"`: `data_dir` is the official `download/` folder, read
+  by `xtreme_readers`; translations (translate_train / translate_dev /
+  translate_test / pseudo_test) come from `translations_dir` (default
+  `<data_dir>/translations`, a copy of gs://xtreme_translations) through
+  `xtreme_translations`.
+* `source="tfds"`: `data_dir` is the TFDS data dir (None: the TFDS default),
+  read by `xtreme_tfds` (never downloads). Translations TFDS ships
+  (`xtreme_tfds.TRANSLATIONS`) come from TFDS; the others (XNLI / PAWS-X /
+  MLQA translate-test, pseudo test sets) from `translations_dir`, which then
+  has no default. bucc2018 is refused: TFDS holds only its gold pairs (see
+  `xtreme_tfds`).
+
+Records have the schemas of `xtreme_readers.read` either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Optional
+
+from xtreme_jax.data import xtreme_readers as readers, xtreme_tfds, xtreme_translations as translations
+
+SOURCES = ("official", "tfds")
+KINDS = translations.KINDS
+
+
+@dataclasses.dataclass(frozen=True)
+class XtremeData:
+  """Reads (task, language, split) from the chosen source; `split` may be a translation kind (`KINDS`)."""
+
+  source: str = "official"
+  data_dir: Optional[str] = None
+  translations_dir: Optional[str] = None
+
+  def __post_init__(self):
+    if self.source not in SOURCES:
+      raise ValueError(f"data source {self.source!r}; expected one of {SOURCES}")
+    if self.source == "official" and not self.data_dir:
+      raise ValueError("the official XTREME layout needs data_dir (the `download/` folder)")
+
+  @property
+  def translations_root(self) -> Optional[str]:
+    if self.translations_dir:
+      return self.translations_dir
+    return translations.default_dir(self.data_dir) if self.source == "official" else None
+
+  def _from_tfds(self, task: str, split: str) -> bool:
+    if self.source != "tfds":
+      return False
+    return split not in KINDS or (task, split) in xtreme_tfds.TRANSLATIONS
+
+  def _translations_root(self, task: str, kind: str) -> str:
+    root = self.translations_root
+    if root is None:
+      raise ValueError(f"TFDS has no {kind} data for {task}; set translations_dir to a copy of "
+                       f"{translations.BUCKET} to read it from files")
+    return root
+
+  def read(self, task: str, language: str, split: str):
+    """The records of (task, language, split), as `xtreme_readers.read` / `xtreme_translations.read` give them."""
+    check = self.data_dir if split == "translate_test" and self.source == "official" else None
+    if self._from_tfds(task, split):
+      if split in KINDS:
+        return xtreme_tfds.read_translation(task, self.data_dir, language, split)
+      return xtreme_tfds.read(task, self.data_dir, language, split)
+    if split in KINDS:
+      return translations.read(task, self._translations_root(task, split), language, split, data_dir=check)
+    return readers.read(task, self.data_dir, language, split)
+
+  def location(self, task: str, language: str, split: str) -> str:
+    """Where (task, language, split) is read from: a file path, or `tfds:<builder/config>:<split>`."""
+    if self._from_tfds(task, split):
+      src = (xtreme_tfds.translation_source(task, language, split) if split in KINDS
+             else xtreme_tfds.source(task, language, split))
+      return f"tfds:{src.name}:{src.split}"
+    if split in KINDS:
+      return translations.translation_path(task, self._translations_root(task, split), language, split)
+    part = {"bucc2018": "gold" if split == "dev" else "source", "tatoeba": "source"}.get(task)
+    return readers.file_path(task, self.data_dir, language, split, part)
+
+  def available(self, task: str, language: str, split: str) -> bool:
+    """Whether (task, language, split) can be read (bucc2018 dev: its gold file, which threshold tuning needs)."""
+    if self._from_tfds(task, split):
+      if task == "bucc2018":
+        return False
+      try:
+        name = self.location(task, language, split).split(":")[1]
+      except ValueError:
+        return False
+      return _tfds_prepared(name, self.data_dir)
+    if split in KINDS and self.translations_root is None:
+      return False
+    return os.path.exists(self.location(task, language, split))
+
+
+@functools.lru_cache(maxsize=None)
+def _tfds_prepared(name: str, data_dir: Optional[str]) -> bool:
+  import tensorflow_datasets as tfds  # heavy: imported on use only
+  try:
+    return tfds.builder(name, data_dir=data_dir, try_gcs=False).is_prepared()
+  except Exception:  # pylint: disable=broad-except  # unknown config / missing metadata: not available
+    return False
