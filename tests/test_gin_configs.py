@@ -15,6 +15,7 @@ REQUIRED = {  # macros each experiment leaves to the command line
                                                 "INIT_CHECKPOINT='c'", "RUN_DIR='r'"],
     "experiments/evaluate_classification.gin": ["DATA_DIR='d'", "EVAL_FILE='e'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/veco_pretrain.gin": ["MONO_DIR='m'", "VOCAB='v'", "RUN_DIR='r'"],
+    "experiments/veco_pretrain_wiki40b.gin": ["VOCAB='v'", "RUN_DIR='r'"],
 }
 XTREME_REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the xtreme_mbert* / xtreme_xlmr_base* experiments
 

@@ -1,5 +1,7 @@
 """XLM-style language embeddings: off by default, used by every VECO path when on, foldable for NLU."""
 
+import os
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -123,3 +125,35 @@ def test_nlu_encoder_language_id_errors():
     nlu_encoder(plain["backbone"], 0)
   with pytest.raises(ValueError, match="3 language embeddings"):
     nlu_encoder(with_langs["backbone"], 3)
+
+
+@pytest.mark.slow
+def test_mlm_tlm_run_with_language_embeddings_and_export(tmp_path):
+  import json
+
+  import gin
+
+  from xtreme_jax import cli, hf
+  from xtreme_jax.data import paths
+
+  langs = sorted(f[:-4] for f in os.listdir(os.path.join(paths.sample_dir(), "pretrain")) if f.endswith(".txt"))
+  common = ["run", "--gin_file=experiments/mlm_tlm_pretrain_sample.gin", "--gin.TRAIN_STEPS=4",
+            "--gin.trainer.TrainerConfig.checkpoint_every=4"]
+  gin.clear_config(clear_constants=True)
+  try:
+    with pytest.raises(ValueError, match=r"the data has \d+ languages .* but num_languages=2"):
+      cli.main(common + [f"--gin.RUN_DIR='{tmp_path / 'small'}'", "--gin.config.TransformerConfig.num_languages=2"])
+    gin.clear_config(clear_constants=True)
+    assert cli.main(common + [f"--gin.RUN_DIR='{tmp_path / 'run'}'",
+                              f"--gin.config.TransformerConfig.num_languages={len(langs)}"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  index = json.loads((tmp_path / "run" / "languages.json").read_text())
+  assert sorted(index) == langs and sorted(index.values()) == list(range(len(langs)))
+  history = json.loads((tmp_path / "run" / "summary.json").read_text())["history"]
+  assert all(np.isfinite(r["loss"]) for r in history) and any(r["tlm_loss"] > 0 for r in history)
+  with pytest.raises(ValueError, match="pass language_id"):
+    cli.main(["export-encoder", str(tmp_path / "run"), str(tmp_path / "enc")])
+  assert cli.main(["export-encoder", str(tmp_path / "run"), str(tmp_path / "enc"), str(index["de"])]) == 0
+  config, params = hf.load_imported(str(tmp_path / "enc"))
+  assert config.num_languages == 0 and "language_embeddings" not in params["embeddings"]

@@ -224,7 +224,8 @@ def test_fixed_shapes_across_batch_kinds(sample_source):
   s = sample_source
   assert shapes[0]["x_input_ids"] == (16, s.segment_len + 2)
   assert shapes[0]["tlm_input_ids"] == (16, 2 * s.segment_len + 4)
-  assert shapes[0]["tlm_positions"] == shapes[0]["tlm_input_ids"]
+  assert shapes[0]["tlm_positions"] == shapes[0]["tlm_language_ids"] == shapes[0]["tlm_input_ids"]
+  assert sample_source.batch(0)["tlm_language_ids"].dtype == np.int32
   assert shapes[0]["is_bilingual"] == (16,)
 
 
@@ -244,6 +245,11 @@ def test_tlm_layout_and_positions_restart(corpus, sample_source, sample_vocab):
     assert b["tlm_positions"][row].tolist() == (list(range(len(x) + 2)) + list(range(len(y) + 1))
                                                 + [0] * (src.tlm_len - n))
     assert b["tlm_input_mask"][row].tolist() == [1] * n + [0] * (src.tlm_len - n)
+    # XLM language embeddings: x's language on [CLS] x [SEP], y's on y [SEP], 0 on padding
+    x_id, y_id = (src.languages_index.index(l) for l in plan["language"].split("-"))
+    assert (b["x_language_id"][row], b["y_language_id"][row]) == (x_id, y_id)
+    assert b["tlm_language_ids"][row].tolist() == ([x_id] * (len(x) + 2) + [y_id] * (len(y) + 1)
+                                                   + [0] * (src.tlm_len - n))
   # XLM-R layout (<s> x </s></s> y </s>): the second part starts at the extra </s>.
   b = sample_source.batch(1)
   sv = sample_vocab
@@ -256,6 +262,11 @@ def test_tlm_layout_and_positions_restart(corpus, sample_source, sample_vocab):
     assert ids[first - 1] == ids[first] == sv.sep_id
     pos = b["tlm_positions"][row]
     assert pos[first - 1] == first - 1 and pos[first] == 0 and pos[first + len(y) + 1] == len(y) + 1
+    langs = b["tlm_language_ids"][row]
+    x_id, y_id = (sample_source.languages_index.index(l) for l in plan["language"].split("-"))
+    end = first + len(y) + 2  # <s> x </s> | </s> y </s>
+    assert langs[:first].tolist() == [x_id] * first and langs[first:end].tolist() == [y_id] * (end - first)
+    assert not langs[end:].any()
 
 
 def test_parallel_line_count_mismatch_names_both_files(tmp_path):

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+import itertools
+from typing import Iterable, Iterator
+
+
+def iter_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
+  """Non-empty lines grouped into blocks separated by one or more empty lines, lazily."""
+  for nonempty, block in itertools.groupby(lines, key=bool):
+    if nonempty:
+      yield list(block)
 
 
 def blocks(lines: Iterable[str]) -> list[list[str]]:
-  """Non-empty lines grouped into blocks separated by one or more empty lines."""
-  out, current = [], []
-  for line in lines:
-    if line:
-      current.append(line)
-    elif current:
-      out.append(current)
-      current = []
-  if current:
-    out.append(current)
-  return out
+  """`iter_blocks` as a list."""
+  return list(iter_blocks(lines))

@@ -38,16 +38,23 @@ M = max_predictions_for(S, max mask prob), MT = the same for T):
   x_language_id, y_language_id                            ()    int32, index into `languages`
   is_bilingual                                            ()    int32
   tlm_input_ids, tlm_input_mask, tlm_token_type_ids       (T,)  int32
-  tlm_positions                                           (T,)  int32
+  tlm_positions, tlm_language_ids                          (T,)  int32
   tlm_masked_positions, tlm_masked_ids                    (MT,) int32
   tlm_masked_weights                                      (MT,) float32
 x and y are `[CLS] tokens [SEP]`. The TLM input is the vocabulary's pair
 layout (`build_inputs(x, y)`: `[CLS] x [SEP] y [SEP]` for WordPiece,
 `<s> x </s></s> y </s>` for XLM-R) masked independently of x and y at the
 bilingual rate; its positions restart at 0 where the second sentence's part
-begins (XLM style), padding has position 0. TLM is a bilingual objective:
+begins (XLM style), padding has position 0. `tlm_language_ids` is x's
+language id on the first sentence's part (its special tokens included) and
+y's on the second part (XLM language embeddings), 0 on padding. TLM is a
+bilingual objective:
 in monolingual rows the TLM features are filled but `tlm_masked_weights`
 is all zero.
+
+The features are built by `PairFeatures.pair_features`, shared with the
+streaming source `xtreme_jax.data.pretraining_streams.SeqioPairSource` (seqio
+tasks, TFDS corpora; memory bounded), which gives the same feature dict.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ import dataclasses
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,15 +100,23 @@ def language_sampling_probs(counts: dict[str, int], alpha: float) -> dict[str, f
 # Readers
 
 
-def _read_lines(path: str) -> list[str]:
-  with open(path, encoding="utf-8") as f:
-    return [line.rstrip("\r\n") for line in f]
-
-
 def available_monolingual(directory: str) -> list[str]:
   """Languages with a `{lg}.txt` file in `directory`."""
   return sorted(name[:-4] for name in os.listdir(directory)
                 if name.endswith(".txt") and os.path.isfile(os.path.join(directory, name)))
+
+
+def iter_documents(path: str, blank_line_documents: bool = False) -> Iterator[list[str]]:
+  """The documents of one monolingual file, read line by line: each a list of stripped sentences.
+
+  Blank-line documents are the blocks of `text.iter_blocks`, produced lazily.
+  """
+  with open(path, encoding="utf-8") as f:
+    lines = (line.strip() for line in f)
+    if blank_line_documents:
+      yield from text.iter_blocks(lines)
+    else:
+      yield from ([line] for line in lines if line)
 
 
 def read_monolingual(directory: str, languages: Iterable[str] | None = None, *,
@@ -118,11 +133,7 @@ def read_monolingual(directory: str, languages: Iterable[str] | None = None, *,
   out = {}
   for lang in languages:
     path = os.path.join(directory, f"{lang}.txt")
-    lines = [l.strip() for l in _read_lines(path)]
-    if blank_line_documents:
-      docs = text.blocks(lines)
-    else:
-      docs = [[line] for line in lines if line]
+    docs = list(iter_documents(path, blank_line_documents))
     if not docs:
       raise ValueError(f"monolingual file {path} (language {lang!r}) holds no text")
     out[lang] = docs
@@ -179,28 +190,54 @@ def read_parallel(directory: str, language_pairs: Iterable | None = None
                      f"valid language pairs: {sorted(available)}")
   out = {}
   for key in keys:
-    files = available[key]
-    if len(files) == 2:
-      src_lines, tgt_lines = _read_lines(files[0]), _read_lines(files[1])
-      if len(src_lines) != len(tgt_lines):
-        raise ValueError(f"language pair {key!r}: {files[0]} has {len(src_lines)} lines but "
-                         f"{files[1]} has {len(tgt_lines)} lines; aligned files must have equal line counts")
-      raw = list(zip(src_lines, tgt_lines))
-    else:
-      raw = []
-      for number, line in enumerate(_read_lines(files[0]), 1):
+    pairs = list(iter_parallel(available[key]))
+    if not pairs:
+      raise ValueError(f"parallel file(s) {', '.join(available[key])} (language pair {key!r}) hold no "
+                       "sentence pairs")
+    out[key] = pairs
+  return out
+
+
+def _count_rest(it) -> int:
+  return sum(1 for _ in it)
+
+
+def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
+  """(source, target) sentences of one language pair's file(s) (`available_parallel`), read line by line.
+
+  Sides are stripped and pairs with an empty side dropped. Aligned files of
+  different lengths raise a ValueError naming both files and their line counts
+  (when the shorter one ends); a TSV line without exactly two fields raises.
+  """
+  if len(files) == 2:
+    with open(files[0], encoding="utf-8") as fs, open(files[1], encoding="utf-8") as ft:
+      n = 0
+      while True:
+        s, t = fs.readline(), ft.readline()
+        if not s or not t:
+          if s or t:
+            n_src = n + (_count_rest(fs) + 1 if s else 0)
+            n_tgt = n + (_count_rest(ft) + 1 if t else 0)
+            raise ValueError(f"{files[0]} has {n_src} lines but {files[1]} has {n_tgt} lines; aligned files "
+                             "must have equal line counts")
+          return
+        n += 1
+        s, t = s.strip(), t.strip()
+        if s and t:
+          yield s, t
+  else:
+    with open(files[0], encoding="utf-8") as f:
+      for number, line in enumerate(f, 1):
+        line = line.rstrip("\r\n")
         if not line.strip():
           continue
         fields = line.split("\t")
         if len(fields) != 2:
           raise ValueError(f"{files[0]} line {number}: {len(fields)} tab-separated fields; expected 2 "
                            "(source<TAB>target)")
-        raw.append((fields[0], fields[1]))
-    pairs = [(s.strip(), t.strip()) for s, t in raw if s.strip() and t.strip()]
-    if not pairs:
-      raise ValueError(f"parallel file(s) {', '.join(files)} (language pair {key!r}) hold no sentence pairs")
-    out[key] = pairs
-  return out
+        s, t = fields[0].strip(), fields[1].strip()
+        if s and t:
+          yield s, t
 
 
 def segment_document(sentences: Sequence[Sequence[int]], segment_len: int) -> list[list[int]]:
@@ -251,11 +288,122 @@ def monolingual_segment_pairs(documents: list[list[str]], encode: Callable[[str]
 
 
 # ---------------------------------------------------------------------------
+# Shared features
+
+
+def load_vocab(vocabulary: Any, data_dir: str | None):
+  """`vocabulary` itself, or the vocabulary stored at that path (relative to `data_dir`)."""
+  if isinstance(vocabulary, str):
+    from xtreme_jax.data.vocabularies import load_vocabulary  # lazy: imports tensorflow
+    return load_vocabulary(paths.resolve(data_dir, vocabulary))
+  return vocabulary
+
+
+def alternating_kind(position: int, has_monolingual: bool, has_bilingual: bool) -> bool:
+  """Whether batch `position` is bilingual: odd batches when both kinds of corpora exist."""
+  if not has_bilingual:
+    return False
+  if not has_monolingual:
+    return True
+  return position % 2 == 1
+
+
+class PairFeatures:
+  """Fixed-shape features of (x, y) pairs (module docstring), shared by the pair sources.
+
+  Users are dataclasses with the fields `vocabulary`, `data_dir`, `segment_len`,
+  `batch_size`, `mono_mask_prob`, `bi_mask_prob`, `flip_prob`, `seed`.
+  """
+
+  weight_keys = ("x_masked_weights", "y_masked_weights", "tlm_masked_weights")
+
+  def _check_pair_args(self) -> None:
+    if self.segment_len < 2:
+      raise ValueError(f"segment_len={self.segment_len}; expected >= 2")
+    for name in ("mono_mask_prob", "bi_mask_prob", "flip_prob"):
+      if not 0 <= getattr(self, name) <= 1:
+        raise ValueError(f"{name}={getattr(self, name)}; expected a probability in [0, 1]")
+
+  @functools.cached_property
+  def vocab(self):
+    return load_vocab(self.vocabulary, self.data_dir)
+
+  @functools.cached_property
+  def masker(self) -> masking.VocabMasker:
+    return masking.VocabMasker(self.vocab)
+
+  @property
+  def seq_len(self) -> int:
+    return self.segment_len + 2
+
+  @property
+  def tlm_len(self) -> int:
+    return 2 * self.segment_len + 4
+
+  @property
+  def max_predictions(self) -> int:
+    return masking.max_predictions_for(self.seq_len, max(self.mono_mask_prob, self.bi_mask_prob))
+
+  @property
+  def tlm_max_predictions(self) -> int:
+    return masking.max_predictions_for(self.tlm_len, max(self.mono_mask_prob, self.bi_mask_prob))
+
+  def _mask(self, ids: np.ndarray, rng, prob: float, max_predictions: int) -> dict:
+    return self.masker(ids, rng, prob, max_predictions)
+
+  def _pad(self, ids: Sequence[int], length: int) -> np.ndarray:
+    out = np.full(length, self.vocab.pad_id, np.int32)
+    out[:len(ids)] = ids
+    return out
+
+  def pair_features(self, x: Sequence[int], y: Sequence[int], x_language_id: int, y_language_id: int,
+                    bilingual: bool, rng: np.random.Generator) -> dict:
+    """The feature dict of one row: x then y masked, then the TLM input (randomness from `rng`)."""
+    v = self.vocab
+    prob = self.bi_mask_prob if bilingual else self.mono_mask_prob
+    out = {}
+    for name, ids in (("x", x), ("y", y)):
+      seq = self._pad([v.cls_id, *ids, v.sep_id], self.seq_len)
+      m = self._mask(seq, rng, prob, self.max_predictions)
+      out[f"{name}_input_ids"] = m["input_ids"]
+      out[f"{name}_input_mask"] = (np.arange(self.seq_len) < len(ids) + 2).astype(np.int32)
+      out[f"{name}_token_type_ids"] = np.zeros(self.seq_len, np.int32)
+      for k in ("masked_positions", "masked_ids", "masked_weights"):
+        out[f"{name}_{k}"] = m[k]
+    out["x_language_id"] = np.int32(x_language_id)
+    out["y_language_id"] = np.int32(y_language_id)
+    out["is_bilingual"] = np.int32(bilingual)
+    # TLM: the vocabulary's pair layout; positions restart where the second part begins.
+    ids, types = v.build_inputs(list(x), list(y))
+    first = len(x) + 2
+    positions = np.zeros(self.tlm_len, np.int32)
+    positions[:first] = np.arange(first)
+    positions[first:len(ids)] = np.arange(len(ids) - first)
+    languages = np.zeros(self.tlm_len, np.int32)
+    languages[:first] = x_language_id
+    languages[first:len(ids)] = y_language_id
+    seq = self._pad(ids, self.tlm_len)
+    m = self._mask(seq, rng, self.bi_mask_prob, self.tlm_max_predictions)
+    out["tlm_input_ids"] = m["input_ids"]
+    out["tlm_input_mask"] = (np.arange(self.tlm_len) < len(ids)).astype(np.int32)
+    out["tlm_token_type_ids"] = np.pad(np.asarray(types, np.int32), (0, self.tlm_len - len(types)))
+    out["tlm_positions"] = positions
+    out["tlm_language_ids"] = languages
+    out["tlm_masked_positions"] = m["masked_positions"]
+    out["tlm_masked_ids"] = m["masked_ids"]
+    out["tlm_masked_weights"] = m["masked_weights"] if bilingual else np.zeros_like(m["masked_weights"])
+    return out
+
+  def tokens_per_batch(self, batch: dict) -> int:
+    return int(np.sum(batch["x_input_mask"]) + np.sum(batch["y_input_mask"]))
+
+
+# ---------------------------------------------------------------------------
 # The source
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class VecoPairSource(IndexedSource):
+class VecoPairSource(PairFeatures, IndexedSource):
   """Batches of (x, y) pairs for VECO (IS-MLM, CS-MLM) and XLM TLM; see the module docstring.
 
   `vocabulary` is a path (relative to `data_dir` unless absolute) or a
@@ -280,8 +428,6 @@ class VecoPairSource(IndexedSource):
   seed: int = 0
   blank_line_documents: bool = False
 
-  weight_keys = ("x_masked_weights", "y_masked_weights", "tlm_masked_weights")
-
   def __post_init__(self):
     for name in ("languages", "language_pairs"):
       value = getattr(self, name)
@@ -291,26 +437,9 @@ class VecoPairSource(IndexedSource):
         object.__setattr__(self, name, tuple(value))
     if self.monolingual_dir is None and self.parallel_dir is None:
       raise ValueError("VecoPairSource needs a monolingual_dir, a parallel_dir or both")
-    if self.segment_len < 2:
-      raise ValueError(f"segment_len={self.segment_len}; expected >= 2")
-    for name in ("mono_mask_prob", "bi_mask_prob", "flip_prob"):
-      if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(f"{name}={getattr(self, name)}; expected a probability in [0, 1]")
+    self._check_pair_args()
 
   # -- data ------------------------------------------------------------------
-
-  @functools.cached_property
-  def vocab(self):
-    if isinstance(self.vocabulary, str):
-      from xtreme_jax.data.vocabularies import (
-        load_vocabulary,  # lazy: imports tensorflow
-      )
-      return load_vocabulary(paths.resolve(self.data_dir, self.vocabulary))
-    return self.vocabulary
-
-  @functools.cached_property
-  def masker(self) -> masking.VocabMasker:
-    return masking.VocabMasker(self.vocab)
 
   @functools.cached_property
   def monolingual(self) -> dict[str, list[tuple[list[int], list[int]]]]:
@@ -373,33 +502,11 @@ class VecoPairSource(IndexedSource):
         out[bilingual] = (keys, cdf)
     return out
 
-  # -- shapes ----------------------------------------------------------------
-
-  @property
-  def seq_len(self) -> int:
-    return self.segment_len + 2
-
-  @property
-  def tlm_len(self) -> int:
-    return 2 * self.segment_len + 4
-
-  @property
-  def max_predictions(self) -> int:
-    return masking.max_predictions_for(self.seq_len, max(self.mono_mask_prob, self.bi_mask_prob))
-
-  @property
-  def tlm_max_predictions(self) -> int:
-    return masking.max_predictions_for(self.tlm_len, max(self.mono_mask_prob, self.bi_mask_prob))
-
   # -- addressing ------------------------------------------------------------
 
   def is_bilingual_batch(self, position: int) -> bool:
     """Odd batches are bilingual, even ones monolingual (when both corpora are given)."""
-    if not self.bilingual:
-      return False
-    if not self.monolingual:
-      return True
-    return position % 2 == 1
+    return alternating_kind(position, bool(self.monolingual), bool(self.bilingual))
 
   @property
   def num_examples(self) -> int:
@@ -430,16 +537,7 @@ class VecoPairSource(IndexedSource):
 
   # -- features --------------------------------------------------------------
 
-  def _mask(self, ids: np.ndarray, rng, prob: float, max_predictions: int) -> dict:
-    return self.masker(ids, rng, prob, max_predictions)
-
-  def _pad(self, ids: Sequence[int], length: int) -> np.ndarray:
-    out = np.full(length, self.vocab.pad_id, np.int32)
-    out[:len(ids)] = ids
-    return out
-
   def _features(self, bilingual: bool, key: str, index: int, flipped: bool, rng) -> dict:
-    v = self.vocab
     if bilingual:
       x, y = self.bilingual[key][index]
       x_lang, y_lang = key.split("-")
@@ -448,36 +546,8 @@ class VecoPairSource(IndexedSource):
       if flipped:
         x, y = y, x
       x_lang = y_lang = key
-    prob = self.bi_mask_prob if bilingual else self.mono_mask_prob
-    out = {}
-    for name, ids in (("x", x), ("y", y)):
-      seq = self._pad([v.cls_id, *ids, v.sep_id], self.seq_len)
-      m = self._mask(seq, rng, prob, self.max_predictions)
-      out[f"{name}_input_ids"] = m["input_ids"]
-      out[f"{name}_input_mask"] = (np.arange(self.seq_len) < len(ids) + 2).astype(np.int32)
-      out[f"{name}_token_type_ids"] = np.zeros(self.seq_len, np.int32)
-      for k in ("masked_positions", "masked_ids", "masked_weights"):
-        out[f"{name}_{k}"] = m[k]
     lang_ids = {l: i for i, l in enumerate(self.languages_index)}
-    out["x_language_id"] = np.int32(lang_ids[x_lang])
-    out["y_language_id"] = np.int32(lang_ids[y_lang])
-    out["is_bilingual"] = np.int32(bilingual)
-    # TLM: the vocabulary's pair layout; positions restart where the second part begins.
-    ids, types = v.build_inputs(list(x), list(y))
-    first = len(x) + 2
-    positions = np.zeros(self.tlm_len, np.int32)
-    positions[:first] = np.arange(first)
-    positions[first:len(ids)] = np.arange(len(ids) - first)
-    seq = self._pad(ids, self.tlm_len)
-    m = self._mask(seq, rng, self.bi_mask_prob, self.tlm_max_predictions)
-    out["tlm_input_ids"] = m["input_ids"]
-    out["tlm_input_mask"] = (np.arange(self.tlm_len) < len(ids)).astype(np.int32)
-    out["tlm_token_type_ids"] = np.pad(np.asarray(types, np.int32), (0, self.tlm_len - len(types)))
-    out["tlm_positions"] = positions
-    out["tlm_masked_positions"] = m["masked_positions"]
-    out["tlm_masked_ids"] = m["masked_ids"]
-    out["tlm_masked_weights"] = m["masked_weights"] if bilingual else np.zeros_like(m["masked_weights"])
-    return out
+    return self.pair_features(x, y, lang_ids[x_lang], lang_ids[y_lang], bilingual, rng)
 
   def example(self, index: int, rng: np.random.Generator) -> dict:
     bilingual, key, i = self._flat(index)
@@ -493,6 +563,3 @@ class VecoPairSource(IndexedSource):
       key, index, flipped = self._draw(rng, bilingual)
       rows.append(self._features(bilingual, key, index, flipped, rng))
     return stack(rows)
-
-  def tokens_per_batch(self, batch: dict) -> int:
-    return int(np.sum(batch["x_input_mask"]) + np.sum(batch["y_input_mask"]))

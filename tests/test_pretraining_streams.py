@@ -1,0 +1,382 @@
+"""Pretraining seqio tasks (files, wiki40b, mC4, OPUS via TFDS mocks) and the streaming SeqioPairSource."""
+
+import os
+
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+import tensorflow_datasets as tfds
+from test_pretraining_corpora import WordVocab, _unmask, _write
+
+import xtreme_tasks.pretraining as pt
+from xtreme_jax.data import paths
+from xtreme_jax.data import pretraining_corpora as pc
+from xtreme_jax.data import pretraining_streams as ps
+
+SAMPLE = paths.sample_dir()
+
+
+def _examples(task_name, split="train"):
+  task = seqio.get_mixture_or_task(task_name)
+  ds = task.get_dataset(None, split=split, shuffle=False, try_in_mem_cache=False)
+  return [{k: v.decode() for k, v in ex.items()} for ex in ds.as_numpy_iterator()]
+
+
+@pytest.fixture
+def registered():
+  """Registers test tasks; removes them (and any configured directory) afterwards."""
+  names = []
+
+  def add(fn, *args, **kwargs):
+    task = fn(*args, **kwargs)
+    names.append(task.name)
+    return task.name
+
+  yield add
+  for name in names:
+    seqio.TaskRegistry.remove(name)
+  pt.set_monolingual_dir(None)
+  pt.set_parallel_dir(None)
+
+
+# ----------------------------------------------------------------------------- file tasks
+
+DOC_LINES = ["a b c", "d e", "", "  f g h i ", "", "", "j", ""]
+
+
+def test_text_task_documents_per_line_and_per_block(tmp_path, registered, monkeypatch):
+  _write(tmp_path / "en.txt", DOC_LINES)
+  # by hand: 4 non-empty lines; 3 blank-line-separated blocks
+  lines = registered(pt.register_text_task, "en", str(tmp_path), False, name="test_text_lines")
+  blocks = registered(pt.register_text_task, "en", str(tmp_path), True, name="test_text_blocks")
+  assert _examples(lines) == [{"text": t} for t in ("a b c", "d e", "f g h i", "j")]
+  assert _examples(blocks) == [{"text": t} for t in ("a b c\nd e", "f g h i", "j")]
+  assert seqio.get_mixture_or_task(lines).num_input_examples("train") == 4
+  assert seqio.get_mixture_or_task(blocks).num_input_examples("train") == 3
+  from xtreme_jax import text
+  assert list(pc.iter_documents(str(tmp_path / "en.txt"), True)) == text.blocks(l.strip() for l in DOC_LINES)
+  # the registered `pretrain_text_en` looks its directory up when the dataset is built
+  monkeypatch.delenv(pt.MONO_DIR_ENV, raising=False)
+  monkeypatch.delenv(pt.BLANK_LINE_ENV, raising=False)
+  with pytest.raises(ValueError, match=pt.MONO_DIR_ENV):
+    _examples("pretrain_text_en")
+  pt.set_monolingual_dir(tmp_path, blank_line_documents=True)
+  assert len(_examples("pretrain_text_en")) == 3
+  pt.set_monolingual_dir(None)
+  monkeypatch.setenv(pt.MONO_DIR_ENV, str(tmp_path))
+  assert len(_examples("pretrain_text_en")) == 4
+  monkeypatch.setenv(pt.BLANK_LINE_ENV, "1")
+  assert seqio.get_mixture_or_task("pretrain_text_en").num_input_examples("train") == 3
+  with pytest.raises(FileNotFoundError, match=r"sw\.txt.*languages in .*\['en'\]"):
+    _examples("pretrain_text_sw")
+
+
+def test_sample_text_tasks_read_the_bundled_sample():
+  sample_langs = sorted(f[:-4] for f in os.listdir(os.path.join(SAMPLE, "pretrain")))
+  assert sorted(pt.SAMPLE_LANGUAGES) == sample_langs
+  assert set(sample_langs) <= set(pt.TEXT_LANGUAGES) and len(pt.TEXT_LANGUAGES) == 40
+  names = set(seqio.TaskRegistry.names())
+  assert all(f"pretrain_text_{lg}" in names for lg in pt.TEXT_LANGUAGES)
+  for lg in sample_langs:
+    with open(os.path.join(SAMPLE, "pretrain", f"{lg}.txt"), encoding="utf-8") as f:
+      lines = [line.strip() for line in f if line.strip()]
+    got = _examples(f"pretrain_sample_text_{lg}")
+    assert [ex["text"] for ex in got] == lines
+    assert seqio.get_mixture_or_task(f"pretrain_sample_text_{lg}").num_input_examples("train") == len(lines)
+  de_en = _examples("pretrain_sample_parallel_de_en")
+  assert len(de_en) == 17 and de_en[0]["target"] == "The river runs past the old mill and into the valley."
+
+
+def test_parallel_tasks_from_aligned_and_tsv_files(tmp_path, registered):
+  aligned, tsv = tmp_path / "a", tmp_path / "t"
+  aligned.mkdir()
+  tsv.mkdir()
+  src = ["one two", "", "three", "four five six "]
+  tgt = ["uno dos", "x", "tres", "cuatro cinco seis"]
+  _write(aligned / "en-es.en", src)
+  _write(aligned / "en-es.es", tgt)
+  _write(tsv / "en-es.tsv", [f"{s}\t{t}" for s, t in zip(src, tgt)])
+  expected = [{"source": s, "target": t} for s, t in
+              (("one two", "uno dos"), ("three", "tres"), ("four five six", "cuatro cinco seis"))]
+  a = registered(pt.register_parallel_task, "en", "es", str(aligned), name="test_par_aligned")
+  t = registered(pt.register_parallel_task, "en", "es", str(tsv), name="test_par_tsv")
+  assert _examples(a) == _examples(t) == expected
+  assert seqio.get_mixture_or_task(a).num_input_examples("train") == 3
+  assert seqio.get_mixture_or_task(a).source.pretrain_language_pair == ("en", "es")
+  pt.set_parallel_dir(tsv)
+  assert _examples("pretrain_parallel_en_es") == expected
+  with pytest.raises(FileNotFoundError, match=r"'en-sw'.*\['en-es'\]"):
+    _examples("pretrain_parallel_en_sw")
+
+
+# ----------------------------------------------------------------------------- TFDS tasks
+
+WIKI_ARTICLE = ("\n_START_ARTICLE_\nRiver Mill\n_START_SECTION_\nHistory\n_START_PARAGRAPH_\n"
+                "The mill was built in 1820._NEWLINE_It burned down in 1901.\n"
+                "_START_PARAGRAPH_\nIt was rebuilt.\n_START_SECTION_\nSee also\n_START_PARAGRAPH_\n"
+                "Old mills of the valley.\n")
+WIKI_TEXT = "The mill was built in 1820.\nIt burned down in 1901.\nIt was rebuilt.\nOld mills of the valley."
+
+
+def test_wiki40b_markup_conversion():
+  assert pt.wiki40b_text(WIKI_ARTICLE) == WIKI_TEXT
+  assert pt.wiki40b_text("\n_START_ARTICLE_\nOnly a title\n") == ""
+  ds = pt.wiki40b_preprocessor(tf.data.Dataset.from_tensor_slices({"text": [WIKI_ARTICLE, "\n_START_ARTICLE_\nT\n"]}))
+  assert [ex["text"].decode() for ex in ds.as_numpy_iterator()] == [WIKI_TEXT]  # the empty article is dropped
+
+
+def test_tfds_builder_lists_match():
+  from tensorflow_datasets.text import c4, wiki40b
+  assert pt.WIKI40B_LANGUAGES == tuple(wiki40b.WIKIPEDIA_LANGUAGES)
+  assert str(wiki40b._VERSION) == pt.WIKI40B_VERSION
+  assert pt.MC4_LANGUAGES == tuple(c4.MC4_LANGUAGES)
+  assert str(c4._VERSION) == pt.MC4_VERSION
+  opus = tfds.builder_cls("opus")
+  assert tuple(c.name for c in opus.BUILDER_CONFIGS) == pt.OPUS_SUBSETS
+  assert {tuple(c.language_pair) for c in opus.BUILDER_CONFIGS} == {pt.OPUS_PAIR}
+  assert {str(c.version) for c in opus.BUILDER_CONFIGS} == {pt.OPUS_VERSION}
+  names = set(seqio.TaskRegistry.names())
+  assert {"pretrain_wiki40b_zh_cn", "pretrain_mc4_bg_Latn", "pretrain_opus_it_de_en"} <= names
+
+
+def _mock(examples_by_split):
+  seen = []
+
+  def as_dataset(builder, split, **kwargs):
+    seen.append((builder.name, builder.builder_config.name, str(split)))
+    rows = examples_by_split[str(split)]
+    return tf.data.Dataset.from_tensor_slices({k: [r[k] for r in rows] for k in rows[0]})
+
+  return tfds.testing.mock_data(as_dataset_fn=as_dataset), seen
+
+
+def test_wiki40b_mc4_opus_tasks_with_mocked_tfds():
+  mock, seen = _mock({"train": [{"text": WIKI_ARTICLE, "wikidata_id": "Q1", "version_id": "1"},
+                                {"text": "\n_START_ARTICLE_\nEmpty\n", "wikidata_id": "Q2", "version_id": "1"}]})
+  with mock:
+    assert _examples("pretrain_wiki40b_zh_cn") == [{"text": WIKI_TEXT}]
+  assert seen == [("wiki40b", "zh-cn", "train")]
+  page = {"text": "First paragraph.\n\n  Second paragraph. \n", "url": "u", "content-type": "c",
+          "content-length": "1", "timestamp": "t"}
+  mock, seen = _mock({"sw": [page, {**page, "text": " \n "}], "sw-validation": [{**page, "text": "Dev."}]})
+  with mock:
+    assert _examples("pretrain_mc4_sw") == [{"text": "First paragraph.\nSecond paragraph."}]
+    assert _examples("pretrain_mc4_sw", "validation") == [{"text": "Dev."}]
+  assert seen == [("c4", "multilingual", "sw"), ("c4", "multilingual", "sw-validation")]
+  mock, seen = _mock({"train": [{"de": "Guten Morgen.\n", "en": "Good morning.\n"}, {"de": "Nur.\n", "en": "\n"}]})
+  with mock:
+    assert _examples("pretrain_opus_it_de_en") == [{"source": "Guten Morgen.", "target": "Good morning."}]
+  assert seen == [("opus", "IT", "train")]
+  # Randomly generated mock data passes through every task family too.
+  with tfds.testing.mock_data(num_examples=3):
+    for name in ("pretrain_wiki40b_en", "pretrain_mc4_en", "pretrain_opus_medical_de_en"):
+      for ex in _examples(name):
+        assert all(isinstance(v, str) and v for v in ex.values())
+
+
+def test_stream_counts_tfds_examples_when_the_split_has_no_metadata():
+  articles = [{"text": WIKI_ARTICLE, "wikidata_id": f"Q{i}", "version_id": "1"} for i in range(5)]
+  mock, _ = _mock({"train": articles})
+  with mock:
+    src = ps.SeqioPairSource(WordVocab(), monolingual_tasks=("pretrain_wiki40b_de", "pretrain_wiki40b_zh_cn"),
+                             segment_len=8, batch_size=4)
+    assert src.example_counts == {"de": 5, "zh-cn": 5}  # no split metadata under the mock: counted
+    b = src.batch(0)
+  assert b["x_input_ids"].shape == (4, 10) and src.languages_index == ("de", "zh-cn")
+
+
+# ----------------------------------------------------------------------------- the streaming source
+
+
+@pytest.fixture
+def corpus(tmp_path, registered):
+  """Monolingual aa/bb/cc with 2/20/200 one-line documents; parallel aa-bb (5 pairs) and aa-cc (50)."""
+  for lang, n in (("aa", 2), ("bb", 20), ("cc", 200)):
+    _write(tmp_path / f"{lang}.txt", [f"{lang} doc{i} " + " ".join(f"w{i}_{k}" for k in range(6)) for i in range(n)])
+  _write(tmp_path / "aa-bb.aa", [f"src s{i} x y" for i in range(5)])
+  _write(tmp_path / "aa-bb.bb", [f"tgt t{i} u v w" for i in range(5)])
+  _write(tmp_path / "aa-cc.tsv", [f"s{i} a\tt{i} b c" for i in range(50)])
+  mono = {lg: registered(pt.register_text_task, lg, str(tmp_path), False, name=f"test_mono_{lg}")
+          for lg in ("aa", "bb", "cc")}
+  para = {k: registered(pt.register_parallel_task, *k.split("-"), str(tmp_path), name=f"test_par_{k.replace('-', '_')}")
+          for k in ("aa-bb", "aa-cc")}
+  return tmp_path, mono, para
+
+
+def _same(a, b):
+  assert a.keys() == b.keys()
+  for k in a:
+    np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_features_equal_veco_pair_source_in_shape_and_dtype(corpus):
+  directory, mono, para = corpus
+  stream = ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para, segment_len=8, batch_size=8)
+  memory = pc.VecoPairSource(WordVocab(), monolingual_dir=str(directory), parallel_dir=str(directory),
+                             segment_len=8, batch_size=8)
+  for p in (0, 1):
+    a, b = stream.batch(p), memory.batch(p)
+    assert {k: (v.shape, v.dtype) for k, v in a.items()} == {k: (v.shape, v.dtype) for k, v in b.items()}
+    assert (a["is_bilingual"] == p).all()
+  assert stream.languages_index == memory.languages_index == ("aa", "bb", "cc")
+  assert stream.example_counts == {"aa": 2, "bb": 20, "cc": 200, "aa-bb": 5, "aa-cc": 50}
+  # task names alone work for tasks whose source knows its language
+  named = ps.SeqioPairSource(WordVocab(), monolingual_tasks=tuple(mono.values()),
+                             parallel_tasks=tuple(para.values()), segment_len=8, batch_size=8)
+  _same(named.batch(0), ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para,
+                                           segment_len=8, batch_size=8).batch(0))
+
+
+def test_alternation_and_single_kind_sources(corpus):
+  _, mono, para = corpus
+  both = ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para, segment_len=8, batch_size=4)
+  for p in range(4):
+    b = both.batch(p)
+    assert (b["is_bilingual"] == p % 2).all()
+    assert bool(b["tlm_masked_weights"].any()) == bool(p % 2)
+  only_mono = ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, segment_len=8, batch_size=4)
+  only_bi = ps.SeqioPairSource(WordVocab(), parallel_tasks=para, segment_len=8, batch_size=4)
+  for p in range(3):
+    assert not only_mono.batch(p)["is_bilingual"].any()
+    assert only_bi.batch(p)["is_bilingual"].all()
+
+
+@pytest.mark.parametrize("alpha", [pc.UNICODER_ALPHA, pc.VECO_ALPHA, pc.MBERT_ALPHA])
+def test_language_frequencies_follow_n_to_the_alpha(corpus, alpha):
+  _, mono, para = corpus
+  src = ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para, segment_len=8,
+                           batch_size=100, alpha=alpha, seed=11)
+  expected = np.asarray([2, 20, 200], float) ** alpha  # the fixture's document counts
+  expected /= expected.sum()
+  draws = [lg for p in range(0, 400, 2) for lg in src.row_languages(p)]
+  assert len(draws) == 20_000
+  for lang, prob in zip(("aa", "bb", "cc"), expected):
+    assert abs(draws.count(lang) / len(draws) - prob) < 0.01, (lang, alpha)
+  bi = [k for p in range(1, 201, 2) for k in src.row_languages(p)]
+  p_ab = 5 ** alpha / (5 ** alpha + 50 ** alpha)
+  assert abs(bi.count("aa-bb") / len(bi) - p_ab) < 0.01
+  # counts given by hand override the tasks' sizes
+  flat = ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, counts={"aa": 7, "bb": 7, "cc": 7}, batch_size=100)
+  assert flat.mono_probs == pytest.approx({"aa": 1 / 3, "bb": 1 / 3, "cc": 1 / 3})
+
+
+def test_resume_gives_the_uninterrupted_stream(corpus):
+  _, mono, para = corpus
+  make = lambda: ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para, segment_len=8,
+                                    batch_size=16, seed=3)
+  straight = make()
+  batches = [straight.batch(p) for p in range(6)]
+  first, second = make(), make()
+  for p in range(3):
+    _same(first.batch(p), batches[p])
+  for p in range(3, 6):  # a fresh instance, as after a restart: replays the draws, skips in the streams
+    _same(second.batch(p), batches[p])
+  assert second.cursors(6) == straight._state["cursors"]
+  # any order, repeats (the trainer asks for batch 0 twice), and 20 epochs of `aa` (2 documents): streams cycle
+  jumping = make()
+  for p in (4, 1, 1, 5, 0, 2, 3):
+    _same(jumping.batch(p), batches[p])
+  assert jumping.cursors(200)["aa"] > 40
+  jumping.batch(199)
+  jumping.close()
+  _same(jumping.batch(200), make().batch(200))
+
+
+def test_documents_are_streamed_not_loaded(tmp_path, registered, monkeypatch):
+  _write(tmp_path / "en.txt", [f"line {i} with some words" for i in range(50_000)])
+  name = registered(pt.register_text_task, "en", str(tmp_path), False, name="test_big_en")
+  read = []
+  original = pc.iter_documents
+
+  def counting(*args, **kwargs):
+    for doc in original(*args, **kwargs):
+      read.append(1)
+      yield doc
+
+  monkeypatch.setattr(pc, "iter_documents", counting)
+  src = ps.SeqioPairSource(WordVocab(), monolingual_tasks={"en": name}, counts={"en": 50_000}, segment_len=8,
+                           batch_size=8)
+  for p in range(3):
+    src.batch(p)
+  assert src._state["cursors"] == {"en": 24}
+  assert len(read) < 5_000  # a prefetch's worth, not the corpus
+  assert all(len(s.buffer) <= src.max_lookahead for s in src._state["streams"].values())
+
+
+def test_flips_and_skipped_documents(tmp_path, registered):
+  v = WordVocab()
+  docs = [f"d{i} " + " ".join(f"w{i}_{k}" for k in range(5)) for i in range(30)]  # 6 tokens: one pair each
+  _write(tmp_path / "aa.txt", docs)
+  halves = {}
+  for d in docs:
+    ids = v.encode(d)
+    halves[tuple(ids[:3])] = tuple(ids[3:])
+  name = registered(pt.register_text_task, "aa", str(tmp_path), False, name="test_flip_aa")
+  src = ps.SeqioPairSource(v, monolingual_tasks={"aa": name}, segment_len=8, batch_size=10, seed=4)
+  flips = []
+  for p in range(6):
+    b = src.batch(p)
+    for row in range(10):
+      x, y = (tuple(_unmask(*(b[f"{s}_{k}"][row] for k in ("input_ids", "masked_positions", "masked_ids",
+                                                              "masked_weights")))[1:4]) for s in ("x", "y"))
+      if halves.get(x) == y:
+        flips.append(False)
+      else:
+        assert halves.get(y) == x
+        flips.append(True)
+  assert 0.3 < np.mean(flips) < 0.7
+  # a document too short for a pair is skipped: rows take the next usable document
+  _write(tmp_path / "bb.txt", ["x", "a b c d", "y", "z"])
+  short = registered(pt.register_text_task, "bb", str(tmp_path), False, name="test_skip_bb")
+  src = ps.SeqioPairSource(v, monolingual_tasks={"bb": short}, segment_len=8, batch_size=8, flip_prob=0.0)
+  b = src.batch(0)
+  ab = v.encode("a b")
+  for row in range(8):
+    x = _unmask(*(b[f"x_{k}"][row] for k in ("input_ids", "masked_positions", "masked_ids", "masked_weights")))
+    assert x[1:3].tolist() == ab  # (y is "c d": both segments have 2 tokens)
+    assert b["x_input_mask"][row].sum() == 4 and b["y_input_mask"][row].sum() == 4
+  assert src._state["cursors"] == {"bb": 8}
+  _write(tmp_path / "cc.txt", ["x"])
+  hopeless = registered(pt.register_text_task, "cc", str(tmp_path), False, name="test_hopeless_cc")
+  with pytest.raises(ValueError, match="test_hopeless_cc.*no usable pair"):
+    ps.SeqioPairSource(v, monolingual_tasks={"cc": hopeless}, batch_size=2, max_lookahead=5).batch(0)
+
+
+def test_tlm_language_ids_and_hosts(tmp_path, registered):
+  v = WordVocab()
+  _write(tmp_path / "aa.txt", ["one two three four"] * 2)  # two copies: one per host below
+  _write(tmp_path / "bb-cc.tsv", ["p q r\ts t"] * 2)
+  mono = registered(pt.register_text_task, "aa", str(tmp_path), False, name="test_lang_aa")
+  para = registered(pt.register_parallel_task, "bb", "cc", str(tmp_path), name="test_lang_bb_cc")
+  src = ps.SeqioPairSource(v, monolingual_tasks={"aa": mono}, parallel_tasks={"bb-cc": para}, segment_len=6,
+                           batch_size=2, seed=0)
+  assert src.languages_index == ("aa", "bb", "cc")
+  b = src.batch(1)  # bilingual: [CLS] p q r [SEP] s t [SEP] padding
+  for row in range(2):
+    assert b["tlm_language_ids"][row].tolist() == [1] * 5 + [2] * 3 + [0] * 8
+    assert (b["x_language_id"][row], b["y_language_id"][row]) == (1, 2)
+  b = src.batch(0)  # monolingual: x and y both aa (id 0) -> zeros throughout
+  assert not b["tlm_language_ids"].any()
+  # hosts build their halves of every batch from their own shard of each stream
+  hosts = [src.batch(p, h, 2) for p in (0, 1) for h in (0, 1)]
+  assert all(h["x_input_ids"].shape == (1, 8) for h in hosts)
+
+
+@pytest.mark.slow
+def test_veco_pretraining_from_seqio_tasks_through_gin(tmp_path):
+  import json
+
+  import gin
+
+  from xtreme_jax import cli
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/veco_pretrain_seqio_sample.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.TRAIN_STEPS=4", "--gin.trainer.TrainerConfig.log_every=1",
+                     "--gin.trainer.TrainerConfig.progress_bar=False"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  history = json.loads((tmp_path / "summary.json").read_text())["history"]
+  assert len(history) == 4 and all(np.isfinite(h["loss"]) and h["loss"] > 0 for h in history)
+  assert history[0]["tlm_loss"] == 0 and history[1]["tlm_loss"] > 0  # monolingual, then bilingual
