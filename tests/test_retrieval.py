@@ -192,7 +192,7 @@ def test_mine_bucc_duplicate_sentences_map_back_to_all_ids():
   src, tgt, src_ids, tgt_ids, gold = _bucc_problem(seed=5)
   g = sorted(gold)
   (s_a, t_a), (s_b, t_b) = g[0], g[1]
-  ia, ib = src_ids.index(s_a), src_ids.index(s_b)
+  ia = src_ids.index(s_a)
   # Source sentence a occurs twice more (rows appended at the end, same text,
   # same embedding); target sentence of pair b occurs twice.
   src2 = np.concatenate([src, src[[ia, ia]]])
