@@ -220,15 +220,10 @@ class Variant:
     self.xla_flops = self._xla_flops() if args.xla_flops else None
 
   def _xla_flops(self):
-    import warnings
-
-    import flax.linen as nn
     try:
       t = self.trainer
-      with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # `with mesh:`, the Trainer's own idiom
-        with t.mesh, nn.logical_axis_rules(t.rules):  # as Trainer.train_step
-          cost = t._train_step.lower(self.state, t.to_global(self.batch)).cost_analysis()
+      with t.sharding_context():  # as Trainer.train_step
+        cost = t._train_step.lower(self.state, t.to_global(self.batch)).cost_analysis()
       if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
       return float(cost["flops"]) if cost and "flops" in cost else None

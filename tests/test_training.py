@@ -261,3 +261,16 @@ def test_first_stage_trains_only_the_matching_parameters():
   np.testing.assert_allclose(updates["self_attention"]["kernel"], -0.1, rtol=1e-4)
   with pytest.raises(ValueError, match="matches no parameter"):
     make_optimizer(dataclasses.replace(config, first_stage_trains="nothing"), 10, params)
+
+
+def test_activation_constraints_reach_the_compiled_step(tmp_path):
+  # The networks' logical activation constraints apply only under `jax.set_mesh` (the legacy `with mesh:`
+  # context leaves flax's constraints as no-ops). Tensor parallel: queries (batch, length, heads, kv) are
+  # split over data and model.
+  trainer = make_trainer(tmp_path, "tensor_parallel")
+  state = trainer.init_state(RandomMlmSource().batch(0))
+  with trainer.sharding_context():
+    text = trainer._train_step.lower(state, trainer.to_global(RandomMlmSource().batch(0))).as_text()
+  constraints = [line for line in text.splitlines() if "sharding_constraint" in line]
+  assert any('[{"data"}, {}, {"model"}, {}]' in line for line in constraints), constraints[:5]
+  assert any('[{"data"}, {}, {}]' in line for line in constraints)  # (batch, length, embed)

@@ -114,6 +114,32 @@ class Embeddings(nn.Module):
     return self.word_embeddings.attend(x)
 
 
+class HeadsDense(nn.Module):
+  """`DenseGeneral` over the trailing `in_dims` input dimensions, with the kernel created in its full shape.
+
+  Same parameters as `nn.DenseGeneral` (`kernel`: input dims + `features`,
+  `bias`: `features`). flax's DenseGeneral initialises a flattened kernel and
+  reshapes it, which breaks logical-axis constraints under an active mesh.
+  """
+
+  features: tuple
+  in_dims: int
+  kernel_axes: tuple
+  bias_axes: tuple
+  config: TransformerConfig
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    cfg = self.config
+    shape = x.shape[-self.in_dims:] + tuple(self.features)
+    kernel = self.param("kernel", _param_init(_init(cfg), self.kernel_axes), shape, jnp.float32)
+    bias = self.param("bias", _param_init(nn.initializers.zeros, self.bias_axes), tuple(self.features), jnp.float32)
+    x, kernel, bias = (a.astype(cfg.compute_dtype) for a in (x, kernel, bias))
+    contract = tuple(range(x.ndim - self.in_dims, x.ndim))
+    y = jax.lax.dot_general(x, kernel, ((contract, tuple(range(self.in_dims))), ((), ())))
+    return y + bias
+
+
 class MultiHeadAttention(nn.Module):
   """Scaled dot-product attention with query/key/value/out projections."""
 
@@ -123,10 +149,8 @@ class MultiHeadAttention(nn.Module):
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, mask: Array) -> Array:
     cfg = self.config
-    proj = lambda name: nn.DenseGeneral(  # noqa: E731
-        (cfg.num_heads, cfg.head_dim), dtype=cfg.compute_dtype, name=name,
-        kernel_init=_param_init(_init(cfg), ("embed", "heads", "kv")),
-        bias_init=_param_init(nn.initializers.zeros, ("heads", "kv")))
+    proj = lambda name: HeadsDense(  # noqa: E731
+        (cfg.num_heads, cfg.head_dim), 1, ("embed", "heads", "kv"), ("heads", "kv"), cfg, name=name)
     q = proj("query")(inputs_q)
     k = proj("key")(inputs_kv)
     v = proj("value")(inputs_kv)
@@ -136,10 +160,7 @@ class MultiHeadAttention(nn.Module):
     probs = jax.nn.softmax(logits, axis=-1).astype(cfg.compute_dtype)
     probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=self.deterministic)
     ctx = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
-    out = nn.DenseGeneral(
-        cfg.hidden_size, axis=(-2, -1), dtype=cfg.compute_dtype, name="out",
-        kernel_init=_param_init(_init(cfg), ("heads", "kv", "embed")),
-        bias_init=_param_init(nn.initializers.zeros, ("embed",)))(ctx)
+    out = HeadsDense((cfg.hidden_size,), 2, ("heads", "kv", "embed"), ("embed",), cfg, name="out")(ctx)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
 
 

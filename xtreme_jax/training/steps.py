@@ -71,7 +71,7 @@ def train_step(state: TrainState, batch: dict, *, model: Model, tx: optax.Gradie
   updates, opt_state = tx.update(grads, state.opt_state, state.params)
   params = optax.apply_updates(state.params, updates)
   metrics = per_token_means(sums)
-  metrics.update(weight=sums["weight"], grad_norm=optax.global_norm(grads), update_norm=optax.global_norm(updates),
+  metrics.update(weight=sums["weight"], grad_norm=optax.tree.norm(grads), update_norm=optax.tree.norm(updates),
                  learning_rate=schedule(state.step))
   return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 

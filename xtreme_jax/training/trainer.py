@@ -12,6 +12,7 @@ runs, so the device is never idle waiting for the host.
 from __future__ import annotations
 
 import dataclasses
+import contextlib
 import functools
 import json
 import logging
@@ -78,6 +79,12 @@ class Trainer:
                                      config.keep_checkpoints)
     self._writer = None
 
+  @contextlib.contextmanager
+  def sharding_context(self):
+    """The mesh (`jax.set_mesh`) and the logical axis rules: activation constraints apply inside."""
+    with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
+      yield
+
   # -- state ---------------------------------------------------------------
 
   def _abstract(self, batch: dict):
@@ -94,8 +101,9 @@ class Trainer:
     with the parameters' shardings (every host passes the full values).
     """
     boxed, self.tx, self.schedule = self._abstract(batch)
-    with self.mesh, nn.logical_axis_rules(self.rules):
+    with nn.logical_axis_rules(self.rules):  # outside the mesh: unboxing must not add constraints here
       self.param_specs = partitioning.param_specs(boxed, self.mesh, self.rules)
+    with self.sharding_context():
       state_shapes = jax.eval_shape(self._make_state, jax.random.PRNGKey(self.config.seed), batch)
       self.state_specs = self._state_specs(state_shapes)
       self.state_shardings = partitioning.to_shardings(self.state_specs, self.mesh)
@@ -153,13 +161,13 @@ class Trainer:
   # -- loop ----------------------------------------------------------------
 
   def train_step(self, state: TrainState, batch: dict):
-    with self.mesh, nn.logical_axis_rules(self.rules):
+    with self.sharding_context():
       return self._train_step(state, self.to_global(batch))
 
   def evaluate(self, params: Any, batches: Iterator[dict]) -> dict:
     """Weighted means of the model's metrics over `batches`."""
     totals: dict = {}
-    with self.mesh, nn.logical_axis_rules(self.rules):
+    with self.sharding_context():
       for batch in batches:
         sums = jax.device_get(self._eval_step(params, self.to_global(batch)))
         for k, v in sums.items():
@@ -168,7 +176,7 @@ class Trainer:
 
   def predict(self, params: Any, batches: Iterator[dict]) -> Iterator[Any]:
     """Numpy predictions of every batch (gathered from all hosts)."""
-    with self.mesh, nn.logical_axis_rules(self.rules):
+    with self.sharding_context():
       for batch in batches:
         out = self._predict_step(params, self.to_global(batch))
         if jax.process_count() > 1:
