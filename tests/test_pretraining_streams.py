@@ -380,3 +380,49 @@ def test_veco_pretraining_from_seqio_tasks_through_gin(tmp_path):
   history = json.loads((tmp_path / "summary.json").read_text())["history"]
   assert len(history) == 4 and all(np.isfinite(h["loss"]) and h["loss"] > 0 for h in history)
   assert history[0]["tlm_loss"] == 0 and history[1]["tlm_loss"] > 0  # monolingual, then bilingual
+
+
+@pytest.mark.slow
+def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path):
+  import dataclasses
+
+  import jax
+
+  from xtreme_jax.models.veco import VecoModel
+  from xtreme_jax.networks.config import TransformerConfig
+  from xtreme_jax.training.optim import OptimizerConfig
+  from xtreme_jax.training.partitioning import PartitionConfig
+  from xtreme_jax.training.trainer import Trainer, TrainerConfig
+
+  @dataclasses.dataclass(frozen=True, eq=False)
+  class Crashing(ps.SeqioPairSource):
+    crash_at: int = -1
+
+    def batch(self, position, host_index=0, host_count=1):
+      if position == self.crash_at:
+        raise KeyboardInterrupt("simulated preemption")
+      return super().batch(position, host_index, host_count)
+
+  kw = dict(vocabulary=paths.sample_vocab(), segment_len=12, batch_size=8,
+            monolingual_tasks={lg: f"pretrain_sample_text_{lg}" for lg in ("de", "en", "zh")},
+            parallel_tasks={f"{lg}-en": f"pretrain_sample_parallel_{lg}_en" for lg in ("de", "zh")})
+  config = TransformerConfig(vocab_size=1024, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                             max_positions=40, type_vocab_size=1, pad_token_id=1, position_style="roberta")
+
+  def fit(run_dir, source):
+    trainer = Trainer(VecoModel(config, objectives=("is",)),  # the data stream is under test
+                      OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
+                      TrainerConfig(train_steps=4, checkpoint_every=2, progress_bar=False), PartitionConfig(),
+                      str(run_dir))
+    try:
+      return trainer.fit(source)[0]
+    finally:
+      trainer.checkpointer.close()
+      source.close()
+
+  straight = fit(tmp_path / "a", Crashing(**kw))
+  with pytest.raises(KeyboardInterrupt):
+    fit(tmp_path / "b", Crashing(crash_at=3, **kw))
+  resumed = fit(tmp_path / "b", Crashing(**kw))  # a fresh source: replays the draws, skips each stream
+  for a, b in zip(jax.tree_util.tree_leaves(straight.params), jax.tree_util.tree_leaves(resumed.params)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
