@@ -155,7 +155,6 @@ def blank_line_documents() -> bool:
 _PASSTHROUGH = seqio.PassThroughVocabulary(size=0)
 TEXT_FEATURES = {"text": seqio.Feature(_PASSTHROUGH, add_eos=False, dtype=tf.string, rank=0)}
 PAIR_FEATURES = {k: seqio.Feature(_PASSTHROUGH, add_eos=False, dtype=tf.string, rank=0) for k in ("source", "target")}
-_STRING = tf.TensorSpec((), tf.string)
 
 
 def _file_key(*files: str) -> tuple:
@@ -164,6 +163,33 @@ def _file_key(*files: str) -> tuple:
     st = os.stat(f)
     out.append((f, st.st_mtime_ns, st.st_size, st.st_ino))
   return tuple(out)
+
+
+# File sources read with TF-native ops only. A `tf.data.Dataset.from_generator` over a Python
+# generator can deadlock when its (prefetched) iterator is freed while the generator waits for the
+# GIL, which happens when a stream is dropped or at interpreter exit.
+# Whitespace as Python's str.strip (Unicode White_Space), so TF and the Python counters agree.
+_SPACE = r"[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]"
+
+
+def _strip(line: tf.Tensor) -> tf.Tensor:
+  return tf.strings.regex_replace(line, f"^{_SPACE}+|{_SPACE}+$", "")
+
+
+def _has_text(text: tf.Tensor) -> tf.Tensor:
+  return tf.greater(tf.strings.length(text), 0)
+
+
+def _blank_line_blocks(lines: tf.data.Dataset) -> tf.data.Dataset:
+  """Stripped lines -> documents (non-empty lines joined by "\n") separated by blank lines."""
+  lines = lines.concatenate(tf.data.Dataset.from_tensors(tf.constant("")))  # flushes the last block
+
+  def step(block, line):
+    blank = tf.logical_not(_has_text(line))
+    grown = tf.where(_has_text(block), tf.strings.join([block, line], "\n"), line)
+    return tf.where(blank, "", grown), tf.where(blank, block, "")
+
+  return lines.scan(tf.constant(""), step).filter(_has_text)
 
 
 class TextFileSource(seqio.FunctionDataSource):
@@ -194,9 +220,9 @@ class TextFileSource(seqio.FunctionDataSource):
   def _dataset_fn(self, split: str, shuffle_files: bool) -> tf.data.Dataset:
     del shuffle_files  # one file, read in order
     path, blocks = self.path()
-    ds = tf.data.Dataset.from_generator(
-        lambda: ("\n".join(doc) for doc in corpora.iter_documents(path, blocks)), output_signature=_STRING)
-    return ds.map(lambda text: {"text": text})
+    lines = tf.data.TextLineDataset(path).map(_strip)
+    docs = _blank_line_blocks(lines) if blocks else lines.filter(_has_text)
+    return docs.map(lambda text: {"text": text})
 
   def num_input_examples(self, split: str) -> int:
     """Documents in the file (lines, or blank-line blocks); cached per file version."""
@@ -230,8 +256,14 @@ class ParallelFileSource(seqio.FunctionDataSource):
   def _dataset_fn(self, split: str, shuffle_files: bool) -> tf.data.Dataset:
     del shuffle_files
     files = self.files()
-    ds = tf.data.Dataset.from_generator(lambda: corpora.iter_parallel(files), output_signature=(_STRING, _STRING))
-    return ds.map(lambda s, t: {"source": s, "target": t})
+    self.num_input_examples(split)  # validates the files once (line counts, TSV fields), in Python; cached
+    if len(files) == 2:
+      pairs = tf.data.Dataset.zip(tuple(tf.data.TextLineDataset(f).map(_strip) for f in files))
+    else:
+      lines = tf.data.TextLineDataset(files[0]).filter(lambda line: _has_text(_strip(line)))
+      pairs = lines.map(lambda line: tuple(_strip(tf.strings.split(line, "\t")[i]) for i in (0, 1)))
+    pairs = pairs.filter(lambda s, t: tf.logical_and(_has_text(s), _has_text(t)))
+    return pairs.map(lambda s, t: {"source": s, "target": t})
 
   def num_input_examples(self, split: str) -> int:
     """Pairs with text on both sides; cached per file version."""

@@ -72,6 +72,31 @@ def test_text_task_documents_per_line_and_per_block(tmp_path, registered, monkey
     _examples("pretrain_text_sw")
 
 
+def test_file_tasks_read_in_tf_exactly_what_the_python_readers_give(tmp_path):
+  # The datasets are TF-native (no Python generator); the counters and error checks are Python:
+  # both must agree on stripping (Unicode whitespace, CRLF) and on blank lines.
+  lines = ["  Erster Satz.\r", "\u3000zweiter\u3000", "", "", "drei\t", "\u00a0", "vier fünf", "   ", "letzte"]
+  (tmp_path / "de.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+  by_hand = {False: ["Erster Satz.", "zweiter", "drei", "vier fünf", "letzte"],
+             True: ["Erster Satz.\nzweiter", "drei", "vier fünf", "letzte"]}
+  for blocks, want in by_hand.items():
+    source = pt.TextFileSource("de", str(tmp_path), blocks)
+    got = [x["text"].decode() for x in source.get_dataset("train").as_numpy_iterator()]
+    assert got == want == ["\n".join(d) for d in pc.iter_documents(str(tmp_path / "de.txt"), blocks)]
+    assert source.num_input_examples("train") == len(want)
+  (tmp_path / "de-en.tsv").write_text("a\tb\n \t x\n\n c \t d\r\n", encoding="utf-8")
+  (tmp_path / "fr-en.fr").write_text("un\n\ndeux\n", encoding="utf-8")
+  (tmp_path / "fr-en.en").write_text("one\ntwo\n two \n", encoding="utf-8")
+  for pair, want in ((("de", "en"), [("a", "b"), ("c", "d")]), (("fr", "en"), [("un", "one"), ("deux", "two")])):
+    source = pt.ParallelFileSource(*pair, str(tmp_path))
+    got = [(x["source"].decode(), x["target"].decode()) for x in source.get_dataset("train").as_numpy_iterator()]
+    assert got == want == list(pc.iter_parallel(source.files()))
+  (tmp_path / "es-en.es").write_text("uno\n", encoding="utf-8")
+  (tmp_path / "es-en.en").write_text("one\ntwo\n", encoding="utf-8")
+  with pytest.raises(ValueError, match=r"es-en\.es has 1 lines but .*es-en\.en has 2 lines"):
+    pt.ParallelFileSource("es", "en", str(tmp_path)).get_dataset("train")
+
+
 def test_sample_text_tasks_read_the_bundled_sample():
   sample_langs = sorted(f[:-4] for f in os.listdir(os.path.join(SAMPLE, "pretrain")))
   assert sorted(pt.SAMPLE_LANGUAGES) == sample_langs

@@ -367,5 +367,4 @@ class SeqioPairSource(PairFeatures):
 
   def close(self) -> None:
     """Drops the open streams (they re-open where they were on the next `batch`)."""
-    st = self._state
-    st.update(streams={}, last=None)
+    self._state.update(streams={}, last=None)

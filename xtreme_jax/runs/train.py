@@ -87,6 +87,8 @@ def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimiz
     _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config))
   finally:
     runner.checkpointer.close()
+    for source in (train_data, eval_data):
+      getattr(source, "close", lambda: None)()  # streamed sources hold open tf.data iterators
   print(format_summary(summary, run_dir))
   return summary
 
