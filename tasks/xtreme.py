@@ -102,7 +102,9 @@ examples-proportional rates, as concatenating the training sets)
   train = English + the translation into `{lg}` (translate-train, one model
   per target language).
 * `xtreme_{task}_translate_train_all`: train = English + every translation of
-  the task's training data (xquad and mlqa: all SQuAD translations).
+  the task's training data (xquad and mlqa: all SQuAD translations). Its
+  members are fixed at registration, so building it needs every translation
+  file; the run mode's `translate_train_all` uses the files it finds.
 * `xtreme_{task}_translate_test` for xnli, pawsx, xquad, mlqa: train = English;
   evaluation on English's own test set and every `translate_test` task.
 """

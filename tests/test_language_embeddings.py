@@ -157,3 +157,21 @@ def test_mlm_tlm_run_with_language_embeddings_and_export(tmp_path):
   assert cli.main(["export-encoder", str(tmp_path / "run"), str(tmp_path / "enc"), str(index["de"])]) == 0
   config, params = hf.load_imported(str(tmp_path / "enc"))
   assert config.num_languages == 0 and "language_embeddings" not in params["embeddings"]
+
+
+def test_train_and_eval_language_ids_must_agree():
+  from types import SimpleNamespace
+
+  from xtreme_jax.runs.train import _check_languages
+  train, same = SimpleNamespace(languages_index=("ar", "de", "en")), SimpleNamespace(languages_index=("ar", "de", "en"))
+  assert _check_languages(CFG, train, same) == ("ar", "de", "en")
+  with pytest.raises(ValueError, match=r"evaluation data's language ids \['de', 'en'\] differ"):
+    _check_languages(CFG, train, SimpleNamespace(languages_index=("de", "en")))
+  assert _check_languages(BASE, train, SimpleNamespace(languages_index=("de", "en"))) is None  # off: unchecked
+
+
+def test_nlg_assembly_refuses_language_embeddings():
+  from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, nlg_encoder_decoder
+  _, _, params = _init(CFG)
+  with pytest.raises(ValueError, match="NLG assembly does not support checkpoints with language embeddings"):
+    nlg_encoder_decoder(params["backbone"], CFG, Seq2SeqAssembly(decoder_layers=1))

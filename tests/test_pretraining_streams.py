@@ -451,3 +451,25 @@ def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path):
   resumed = fit(tmp_path / "b", Crashing(**kw))  # a fresh source: replays the draws, skips each stream
   for a, b in zip(jax.tree_util.tree_leaves(straight.params), jax.tree_util.tree_leaves(resumed.params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_tasks_with_extra_variable_length_features_stream(registered):
+  def fn(split, shuffle_files):
+    del split, shuffle_files
+    texts = ["a b c d", "e f g h i j", "k l m"]
+    return tf.data.Dataset.from_tensor_slices({"text": texts}).map(
+        lambda ex: {"text": ex["text"], "words": tf.strings.split(ex["text"])})  # ragged per example
+
+  class Source(seqio.FunctionDataSource):
+    pretrain_language = "aa"
+
+  seqio.TaskRegistry.remove("test_extra_aa")
+  seqio.TaskRegistry.add("test_extra_aa", source=Source(dataset_fn=fn, splits=("train",)),
+                         output_features=pt.TEXT_FEATURES, preprocessors=[], metric_fns=[])
+  try:
+    source = ps.SeqioPairSource(WordVocab(), monolingual_tasks=("test_extra_aa",), counts={"aa": 3},
+                                segment_len=8, batch_size=4)
+    batch = source.batch(0)
+    assert batch["x_input_ids"].shape == (4, 10) and source.languages_index == ("aa",)
+  finally:
+    seqio.TaskRegistry.remove("test_extra_aa")

@@ -99,3 +99,18 @@ def test_run_mode_on_tfds(tmp_path, mocked):
   # The consistent mock gives every sentence 10 tokens: one predicted tag per token.
   assert [len(s.split("\n")) for s in sentences] == [10] * NUM_EXAMPLES
   assert np.all([t in xtreme.PANX_TAGS for s in sentences for t in s.split("\n")])
+  # translate_train on TFDS: the translation comes from the `xtreme_xnli` builder (no translations dir).
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/xtreme_quickstart.gin", f"--gin.RUN_DIR='{run_dir}'",
+                     "--gin.DATA_SOURCE='tfds'", "--gin.DATA_DIR=None", "--gin.LABELS_DIR=None",
+                     "--gin.EPOCHS=1.0", "--gin.BATCH_SIZE=8", "--gin.TASKS=('xnli',)",
+                     "--gin.LANGUAGES={'xnli': ['de']}", "--gin.SETTING='translate_train'"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  config = json.loads((run_dir / "models" / "xnli_translate_train_de" / "run_config.json").read_text())
+  assert config["train"] == [["xnli", "en", "train"], ["xnli", "de", "translate_train"]]
+  assert config["translations"] == [XtremeData("tfds", None).location("xnli", "de", "translate_train")]
+  assert config["translations"][0].startswith("tfds:xtreme_xnli")
+  with pytest.raises(ValueError, match="bucc2018 cannot run on TFDS"):
+    xtreme.test_languages("bucc2018", XtremeData("tfds", None), None)

@@ -55,15 +55,23 @@ def test_translate_train_pairs_keep_quotes_and_map_contradictory(tmp_path):
       {"id": "xnli-fr-translate_train-1", "text_a": "Un", "text_b": "Deux", "label": "neutral"}]
 
 
-def test_translate_train_needs_five_columns_and_known_labels(tmp_path):
-  path = tmp_path / "PAWSX/translate-train/en-de-translated.tsv"
-  _write(path, "a\tb\tc\td\t1\r\na\tb\tc\t0\r\n")
+def test_translate_train_needs_five_columns_and_known_labels(tmp_path, caplog):
+  path = tmp_path / "XNLI/translate-train/en-de-translated.tsv"
+  _write(path, "a\tb\tc\td\tneutral\r\na\tb\tc\tneutral\r\n")
   with pytest.raises(ValueError, match=r"en-de-translated\.tsv:2: malformed row: 4 tab-separated columns, "
                                        r"expected 5 \(en_s1, en_s2, translated_s1, translated_s2, label\)"):
-    tr.read("pawsx", str(tmp_path), "de", "translate_train")
-  _write(path, "a\tb\tc\td\t1\na\tb\tc\td\tyes\n")
-  with pytest.raises(ValueError, match=r":2: malformed row: unknown label 'yes'; valid labels: 0, 1"):
-    tr.read("pawsx", str(tmp_path), "de", "translate_train")
+    tr.read("xnli", str(tmp_path), "de", "translate_train")
+  _write(path, "a\tb\tc\td\tneutral\na\tb\tc\td\tyes\n")
+  with pytest.raises(ValueError, match=r":2: malformed row: unknown label 'yes'; valid labels: contradiction"):
+    tr.read("xnli", str(tmp_path), "de", "translate_train")
+  # PAWS-X's published files have wrongly populated rows: skipped and counted, as the TFDS builder does.
+  _write(tmp_path / "PAWSX/translate-train/en-de-translated.tsv",
+         "a\tb\tc\td\t1\r\na\tb\tc\t0\r\ne\tf\tg\th\t0\na\tb\tc\td\tyes\n")
+  with caplog.at_level("WARNING"):
+    rows = tr.read("pawsx", str(tmp_path), "de", "translate_train")
+  assert rows == [{"id": "pawsx-de-translate_train-0", "text_a": "c", "text_b": "d", "label": "1"},
+                  {"id": "pawsx-de-translate_train-1", "text_a": "g", "text_b": "h", "label": "0"}]
+  assert "skipped 2 malformed row(s)" in caplog.text and "[2, 4]" in caplog.text
 
 
 def test_missing_file_names_path_and_gsutil_command(tmp_path):

@@ -40,7 +40,8 @@ Rows
     same way).
   Streams cycle (repeat) at their end. Tasks are read with `shuffle=False`,
   and with `shard_info=(host_index, host_count)` when there are several hosts,
-  so each host reads its own shard of every stream.
+  so each host reads its own shard of every stream (a stream with fewer usable
+  documents than hosts leaves some host's shard without any: that host raises).
 
 Resume: the number of documents (pairs) a host's rows have consumed from each
 stream before batch p (its cursor) depends only on the language draws of
@@ -313,6 +314,8 @@ class SeqioPairSource(PairFeatures):
                           try_in_mem_cache=False)
     if cursor:
       ds = ds.skip(cursor)
+    keys = ("source", "target") if bilingual else ("text",)
+    ds = ds.map(lambda ex: {k: ex[k] for k in keys})  # other (maybe ragged) features would not batch
     # Read in chunks (tf.data's per-element overhead dominates otherwise); rows still consume one at a time.
     chunks = ds.batch(READ_CHUNK).prefetch(1).as_numpy_iterator()
     return _Stream(task.name, _unbatched(chunks), cursor, self._prepare_bi if bilingual else self._prepare_mono,

@@ -55,6 +55,7 @@ skipped, as `xtreme_readers` does for the official files.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from typing import Optional
@@ -222,8 +223,32 @@ def _label(path: str, n: int, task: str, value: str) -> str:
   return label
 
 
+def _lenient_pawsx_translate_train(path: str, language: str) -> list[dict]:
+  """PAWS-X translate-train rows; rows that are not 5 columns with a 0/1 label are skipped and counted.
+
+  Some rows of the published files are wrongly populated (the TFDS `xtreme_pawsx`
+  builder, reading the same files, drops them too); XNLI's files are read strictly.
+  """
+  out, skipped = [], []
+  for n, line in readers._lines(path):
+    if not line.strip():
+      continue
+    cols = line.split("\t")
+    if len(cols) != 5 or cols[4].strip() not in readers.PAWSX_LABELS:
+      skipped.append(n)
+      continue
+    out.append({"id": f"pawsx-{language}-translate_train-{len(out)}", "text_a": cols[2], "text_b": cols[3],
+                "label": cols[4].strip()})
+  if skipped:
+    logging.warning("%s: skipped %d malformed row(s) (not 5 columns with a 0/1 label), e.g. line(s) %s",
+                    path, len(skipped), skipped[:5])
+  return out
+
+
 def _pairs(task: str, translations_dir: str, language: str, kind: str, data_dir: Optional[str]) -> list[dict]:
   path = _path(task, translations_dir, language, kind)
+  if kind == "translate_train" and task == "pawsx":
+    return _lenient_pawsx_translate_train(path, language)
   if kind == "translate_train":
     rows = _rows(path, (5,), "en_s1, en_s2, translated_s1, translated_s2, label")
     return [{"id": f"{task}-{language}-translate_train-{i}", "text_a": c[2], "text_b": c[3],

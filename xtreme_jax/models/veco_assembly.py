@@ -71,6 +71,9 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
   feed_forward) of the chosen VECO layers; training one side never changes
   the other. Embeddings and the output head are shared (tied) by both sides.
   """
+  if "language_embeddings" in veco_params["embeddings"]:
+    raise ValueError("the NLG assembly does not support checkpoints with language embeddings (source and "
+                     "target languages differ, so no single language can be folded in)")
   n, total = assembly.decoder_layers, config.num_layers
   if not 0 < n <= total:
     raise ValueError(f"decoder_layers={n}; expected 1..{total}")

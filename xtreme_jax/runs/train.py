@@ -46,6 +46,7 @@ def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
   """With language embeddings on, the data's language index (returned) must fit the embedding table."""
   if config.num_languages == 0:
     return None
+  index = None
   for source in sources:
     langs = getattr(source, "languages_index", None)
     if langs is None:
@@ -54,7 +55,11 @@ def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
     if len(langs) > config.num_languages:
       raise ValueError(f"the data has {len(langs)} languages {list(langs)} but num_languages="
                        f"{config.num_languages}; raise num_languages in the model preset")
-  return tuple(sources[0].languages_index)
+    if index is not None and tuple(langs) != index:
+      raise ValueError(f"the evaluation data's language ids {list(langs)} differ from the training data's "
+                       f"{list(index)}; give both sources the same languages")
+    index = tuple(langs)
+  return index
 
 
 def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig):

@@ -149,6 +149,9 @@ def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[
     if unknown:
       raise ValueError(f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
     return list(languages)
+  if data.source == "tfds" and task == "bucc2018":
+    raise ValueError("bucc2018 cannot run on TFDS: the `bucc` builder holds only the gold pairs, not the corpora "
+                     "BUCC mines from; drop it from TASKS or use DATA_SOURCE='official'")
   found = [lg for lg in valid if data.available(task, lg, "test")]
   if not found:
     raise FileNotFoundError(f"{task}: no test set for any language in the {data.source} data at {data.data_dir} "
@@ -313,7 +316,7 @@ class XtremeRunner:
     if self.data.source != "official":  # only then: older run dirs stay valid
       fingerprint["data_source"] = self.data.source
     if any(src[2] in TRANSLATION_KINDS for src in sources):  # only then: older run dirs stay valid
-      fingerprint["translations_dir"] = os.path.abspath(self.translations_dir)
+      fingerprint["translations"] = [self.data.location(*src) for src in sources if src[2] in TRANSLATION_KINDS]
     claim_run_directory(run_dir, fingerprint)
     trainer = Trainer(model, s.optimizer, TrainerConfig(train_steps=steps, log_every=min(s.log_every, steps),
                                                         checkpoint_every=steps, keep_checkpoints=1, seed=s.seed),
