@@ -46,7 +46,7 @@ def _batch(seed=0):
 def _init(config):
   model = VecoModel(config)
   net = model.network(deterministic=True)
-  params = nn.unbox(net.init(jax.random.PRNGKey(0), _batch())["params"])
+  params = jax.jit(lambda: nn.unbox(net.init(jax.random.PRNGKey(0), _batch())["params"]))()
   return model, net, params
 
 
@@ -85,7 +85,7 @@ def test_gradient_reaches_only_the_languages_used():
   def loss(p):
     return model.loss_terms(net.apply({"params": p}, batch), batch)[0]
 
-  grads = jax.grad(loss)(params)["backbone"]["embeddings"]["language_embeddings"]["embedding"]
+  grads = jax.jit(jax.grad(loss))(params)["backbone"]["embeddings"]["language_embeddings"]["embedding"]
   norms = np.linalg.norm(np.asarray(grads), axis=-1)
   assert norms[0] > 0 and norms[1] > 0
   assert norms[2] == 0.0  # language 2 appears nowhere in the batch
