@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from xtreme_jax import errors
+
 USAGE = """usage: xtreme-jax COMMAND ...
 
 commands:
@@ -13,11 +15,18 @@ commands:
                                               (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
   score --predictions DIR --labels DIR [--out FILE]
                                               leaderboard scores of a submission folder
+
+A user error (bad data, bad binding, missing file) prints one line and exits 2;
+add --debug (or set XTREME_JAX_DEBUG=1) to see the traceback.
 """
 
 
 def main(argv=None) -> int:
-  argv = list(sys.argv[1:] if argv is None else argv)
+  """Runs one command; a user error is one line on stderr and exit code 2 (`--debug`: traceback)."""
+  return errors.run_cli(_dispatch, list(sys.argv[1:] if argv is None else argv))
+
+
+def _dispatch(argv: list[str]) -> int:
   if not argv or argv[0] in ("-h", "--help"):
     print(USAGE)
     return 0 if argv else 2

@@ -1,0 +1,72 @@
+"""Errors a user can cause and fix, and how the command line reports them.
+
+Every error a user can cause (a bad data file, a bad Gin binding, a missing
+folder, an incompatible checkpoint) is a `UserError` whose message is one line
+naming the file, line, key or language and what was expected. The CLI prints
+`error: <message>` and exits with `exit_code` (2) without a traceback;
+`--debug` or `XTREME_JAX_DEBUG=1` shows it. Anything else is a bug and keeps
+its traceback.
+
+The subclasses also derive from the built-in exception a caller would expect
+(`ValueError`, `FileNotFoundError`), so `except ValueError` keeps working.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable, Optional, Sequence
+
+
+class UserError(Exception):
+  """An error the user can fix; reported as one line, exit code 2."""
+
+  exit_code = 2
+
+
+class ConfigError(UserError, ValueError):
+  """A configuration value (Gin binding, flag, config field) is invalid."""
+
+
+class DataError(UserError, ValueError):
+  """A data file is malformed: the message names the file (and line) and what was expected."""
+
+
+class MissingInputError(UserError, FileNotFoundError):
+  """A file or folder the run needs does not exist."""
+
+
+def location(path: str, line: Optional[int] = None, byte: Optional[int] = None) -> str:
+  """`path`, `path:line` or `path:line (byte N)`, for messages."""
+  out = str(path)
+  if line is not None:
+    out += f":{line}"
+  if byte is not None:
+    out += f" (byte {byte})"
+  return out
+
+
+def one_line(message: str) -> str:
+  """The message with its lines joined by '; ' (a CLI error is one line)."""
+  return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
+def debug_requested(argv: Sequence[str]) -> bool:
+  return "--debug" in argv or os.environ.get("XTREME_JAX_DEBUG", "") not in ("", "0", "false", "False")
+
+
+def run_cli(command: Callable[[list[str]], int], argv: Sequence[str]) -> int:
+  """`command(argv)` with user errors reported as one line on stderr (exit code 2).
+
+  `--debug` (removed from argv here) or XTREME_JAX_DEBUG=1 re-raises instead,
+  so the traceback is shown.
+  """
+  debug = debug_requested(argv)
+  argv = [a for a in argv if a != "--debug"]
+  try:
+    return command(argv)
+  except UserError as e:
+    if debug:
+      raise
+    print(f"error: {one_line(str(e))}", file=sys.stderr)
+    return e.exit_code
