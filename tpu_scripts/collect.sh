@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# Copy the logs of every worker (and, for local run dirs, worker 0's runs) to ./tpu_logs/.
-#   TPU_NAME=my-tpu bash tpu_scripts/collect.sh [REMOTE_RUN_DIR]
+# Copy the logs of every worker (and a run directory) to a new folder ./tpu_logs/<name>/; nothing is overwritten.
+#   TPU_NAME=my-tpu [NUM_WORKERS=4] bash tpu_scripts/collect.sh [--dry-run] [RUN_DIR]
+# <name>: RUN_DIR's base name, else $STAMP (a timestamp); when tpu_logs/<name> exists: <name>-1, <name>-2, ...
+#   tpu_logs/<name>/worker<i>/xtreme-jax-logs/...   ~/xtreme-jax-logs of worker i (scp)
+#   tpu_logs/<name>/<RUN_DIR's base name>/...        RUN_DIR: gs:// with `gcloud storage cp -r`, else worker 0's (scp)
+# NUM_WORKERS: the number of workers (default: asked from gcloud; a dry run needs it set).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-mkdir -p tpu_logs
-gcloud compute tpus tpu-vm scp --recurse --zone "$ZONE" --project "$PROJECT" --worker all \
-  "$TPU_NAME:~/xtreme-jax-logs" tpu_logs/
-if [ $# -gt 0 ]; then
-  gcloud compute tpus tpu-vm scp --recurse --zone "$ZONE" --project "$PROJECT" --worker 0 "$TPU_NAME:$1" tpu_logs/
-fi
+[ $# -le 1 ] || die "usage: collect.sh [--dry-run] [RUN_DIR]"
+run_dir=${1:-}
+while [[ $run_dir == ?*/ ]]; do run_dir=${run_dir%/}; done
+name=$STAMP
+[ -z "$run_dir" ] || name=$(safe_name "${run_dir##*/}")
+workers=$(num_workers)
+dest=$(new_folder "tpu_logs/$name")
+for ((i = 0; i < workers; i++)); do
+  make_dirs "$dest/worker$i"
+  run_gcloud compute tpus tpu-vm scp --recurse "${TPU_FLAGS[@]}" --worker "$i" "$TPU_NAME:$LOGS" "$dest/worker$i"
+done
+case $run_dir in
+  '') ;;
+  gs://*) run_gcloud storage cp -r "$run_dir" "$dest/" ;;
+  *) run_gcloud compute tpus tpu-vm scp --recurse "${TPU_FLAGS[@]}" --worker 0 "$TPU_NAME:$run_dir" "$dest/" ;;
+esac
+note "copied to $dest"

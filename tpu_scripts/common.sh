@@ -1,9 +1,125 @@
-# Shared settings for the TPU VM scripts; override with environment variables.
+# Shared settings and helpers of the TPU VM scripts (sourced); override the settings with environment variables.
+# Every script takes --dry-run (or DRY_RUN=1): it prints each gcloud command it would run, one per line and
+# shell-quoted exactly as it would run it, and runs nothing (no gcloud call, no local folder).
+# shellcheck shell=bash disable=SC2034,SC2088  # (~ is expanded by the worker's shell)
+: "${DRY_RUN:=0}"
+_args=()
+for _arg in "$@"; do
+  if [ "$_arg" = --dry-run ]; then DRY_RUN=1; else _args+=("$_arg"); fi
+done
+set -- ${_args[@]+"${_args[@]}"}
+unset _arg _args
+case $DRY_RUN in '' | 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac
+
 : "${TPU_NAME:?set TPU_NAME (the TPU VM name)}"
 : "${ZONE:=us-central2-b}"
-: "${PROJECT:=$(gcloud config get-value project 2>/dev/null)}"
-: "${REPO_URL:=}"                 # git URL of this repository (for setup.sh)
-: "${REPO_DIR:=~/xtreme-jax}"     # checkout location on every worker
-gcloud_ssh() {  # gcloud_ssh WORKER COMMAND: run COMMAND on one worker or on all ("all")
-  gcloud compute tpus tpu-vm ssh "$TPU_NAME" --zone "$ZONE" --project "$PROJECT" --worker "$1" --command "$2"
+: "${PROJECT:=}"                        # empty: gcloud's own default project (core/project)
+: "${REPO_URL:=}"                       # git URL of this repository (setup.sh)
+: "${REPO_DIR:=~/xtreme-jax}"           # checkout on every worker; a leading ~/ is the worker's home
+: "${STAMP:=$(date +%Y%m%d-%H%M%S)}"    # names the log folder of a launch / sweep (and of a collect)
+LOGS='~/xtreme-jax-logs'                # log folder on every worker (~ is the worker's home)
+TPU_FLAGS=(--zone "$ZONE")
+[ -z "$PROJECT" ] || TPU_FLAGS+=(--project "$PROJECT")
+
+die() {  # die MESSAGE: one line `error: MESSAGE` on stderr, exit 2
+  echo "error: $*" >&2
+  exit 2
+}
+
+note() {  # note MESSAGE: progress on stderr (stdout is kept for the dry-run commands)
+  if [ "$DRY_RUN" = 1 ]; then echo "(dry run) $*" >&2; else echo "$*" >&2; fi
+}
+
+quote_word() {  # quote_word WORD: WORD as one shell word: as is, '...', "..." (a ' and nothing special) or '..'\''..'
+  case $1 in
+    '' | *[![:alnum:]_./:=@%+,-]*) ;;
+    *) printf '%s' "$1"; return ;;
+  esac
+  case $1 in
+    *\'*) ;;
+    *) printf "'%s'" "$1"; return ;;
+  esac
+  case $1 in
+    *[\$\`\\\"!]*) ;;
+    *) printf '"%s"' "$1"; return ;;
+  esac
+  local rest=$1 out="'"
+  while [[ $rest == *\'* ]]; do
+    out+="${rest%%\'*}'\\''"
+    rest=${rest#*\'}
+  done
+  out+="$rest'"
+  case $out in "''\\"*) out=${out#"''"} ;; esac    # drop the empty '' before a leading \'
+  case $out in *"\\'''") out=${out%"''"} ;; esac   # and after a trailing one
+  printf '%s' "$out"
+}
+
+quote() {  # quote WORD...: the words shell-quoted, separated by spaces
+  local word sep=''
+  for word in "$@"; do
+    printf '%s%s' "$sep" "$(quote_word "$word")"
+    sep=' '
+  done
+}
+
+remote_path() {  # remote_path PATH: PATH quoted for the worker's shell, keeping a leading ~/ expandable
+  case $1 in
+    '~') printf '~' ;;
+    '~/'*) printf '~/%s' "$(quote_word "${1#'~/'}")" ;;
+    *) quote_word "$1" ;;
+  esac
+}
+
+run_gcloud() {  # run_gcloud ARG...: gcloud ARG... (dry run: print the command instead)
+  if [ "$DRY_RUN" = 1 ]; then
+    quote gcloud "$@"
+    echo
+  else
+    gcloud "$@"
+  fi
+}
+
+gcloud_ssh() {  # gcloud_ssh WORKER COMMAND: run COMMAND (a string for the worker's shell) on one worker or "all"
+  run_gcloud compute tpus tpu-vm ssh "$TPU_NAME" "${TPU_FLAGS[@]}" --worker "$1" --command "$2"
+}
+
+in_repo() {  # in_repo: the worker-shell prefix that enters the checkout and its virtual environment
+  printf 'cd %s && . ~/venv/bin/activate' "$(remote_path "$REPO_DIR")"
+}
+
+run_detached() {  # run_detached LOG COMMANDS: on every worker, COMMANDS in the checkout, detached (SIGHUP ignored)
+  gcloud_ssh all "$(in_repo) && mkdir -p $(remote_path "$LOGS/$STAMP") && \
+{ (trap \"\" HUP; $2) > $(remote_path "$1") 2>&1 < /dev/null & }"
+}
+
+safe_name() {  # safe_name VALUE: VALUE as a file name (each run of other characters -> _, trimmed)
+  local name
+  name=$(printf '%s' "$1" | LC_ALL=C tr -cs 'A-Za-z0-9._+-' '_')
+  name=${name#_}
+  name=${name%_}
+  printf '%s' "${name:-_}"
+}
+
+make_dirs() {  # make_dirs DIR...: mkdir -p locally (not in a dry run)
+  [ "$DRY_RUN" = 1 ] || mkdir -p -- "$@"
+}
+
+new_folder() {  # new_folder PATH: the first of PATH, PATH-1, PATH-2, ... that does not exist; created (not in a dry run)
+  local path=$1 i=0
+  while [ -e "$path" ]; do
+    i=$((i + 1))
+    path=$1-$i
+  done
+  if [ "$DRY_RUN" = 0 ]; then mkdir -p -- "$(dirname -- "$path")" && mkdir -- "$path" || return; fi
+  printf '%s' "$path"
+}
+
+num_workers() {  # num_workers: NUM_WORKERS, else the number of workers of the TPU VM (asks gcloud)
+  local n=${NUM_WORKERS:-}
+  if [ -z "$n" ]; then
+    [ "$DRY_RUN" = 0 ] || die "a dry run does not ask gcloud how many workers $TPU_NAME has: set NUM_WORKERS"
+    n=$(gcloud compute tpus tpu-vm describe "$TPU_NAME" "${TPU_FLAGS[@]}" --format 'value(networkEndpoints.len())')
+  fi
+  [[ $n =~ ^[1-9][0-9]*$ ]] || die "NUM_WORKERS must be a positive number of workers, got '$n'"
+  printf '%s' "$n"
 }

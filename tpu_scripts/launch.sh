@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Run one xtreme-jax job on every worker at once (multi-host: each process calls
-# jax.distributed.initialize() itself, detected from TPU_WORKER_HOSTNAMES).
-#   TPU_NAME=my-tpu bash tpu_scripts/launch.sh --gin_file=experiments/xtreme_mbert.gin \
-#       --gin.RUN_DIR="'/mnt/runs/xtreme_mbert'" ...
-# Logs go to ~/xtreme-jax-logs/<timestamp>.log on each worker (see collect.sh).
+# Start one xtreme-jax run on every worker at once, detached (multi-host: each process calls
+# jax.distributed.initialize() itself, detected from TPU_WORKER_HOSTNAMES). The arguments reach
+# `xtreme-jax run` exactly as given here (quoted once for the worker's shell):
+#   TPU_NAME=my-tpu bash tpu_scripts/launch.sh [--dry-run] --gin_file=experiments/xtreme_mbert.gin \
+#       --gin.RUN_DIR="'gs://my-bucket/runs/xtreme_mbert'" ...
+# Log: ~/xtreme-jax-logs/$STAMP/run.log on each worker (collect.sh copies them).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-[ $# -gt 0 ] || { echo "usage: launch.sh --gin_file=... [--gin.NAME=VALUE ...]" >&2; exit 2; }
-args=$(printf " %q" "$@")
-stamp=$(date +%Y%m%d-%H%M%S)
-gcloud_ssh all "cd $REPO_DIR && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs && \
-  nohup xtreme-jax run$args > ~/xtreme-jax-logs/$stamp.log 2>&1 &"
-echo "launched on all workers of $TPU_NAME; log ~/xtreme-jax-logs/$stamp.log"
+[ $# -gt 0 ] || die "usage: launch.sh [--dry-run] --gin_file=FILE [--gin.NAME=VALUE ...]"
+run_detached "$LOGS/$STAMP/run.log" "xtreme-jax run $(quote "$@")"
+note "launched on all workers of $TPU_NAME; log $LOGS/$STAMP/run.log"

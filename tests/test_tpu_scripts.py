@@ -1,0 +1,186 @@
+"""TPU VM scripts: `--dry-run` prints the exact gcloud commands and runs nothing; remote commands keep argv intact.
+
+No gcloud here: dry runs put a `gcloud` first on PATH that fails loudly, real runs one that records its argv.
+A worker is simulated by evaluating the remote command with `bash -c` in a fake home whose venv puts a stub
+`xtreme-jax` (prints its argv one per line) on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shlex
+import subprocess
+
+import pytest
+
+SCRIPTS = pathlib.Path(__file__).resolve().parents[1] / "tpu_scripts"
+ENV = {"TPU_NAME": "my-tpu", "ZONE": "us-east1-d", "PROJECT": "my-proj", "STAMP": "20250102-030405",
+       "REPO_URL": "https://example.com/xtreme-jax.git"}
+SSH = "gcloud compute tpus tpu-vm ssh my-tpu --zone us-east1-d --project my-proj --worker all --command "
+SCP = "gcloud compute tpus tpu-vm scp --recurse --zone us-east1-d --project my-proj --worker "
+ENTER = "cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
+# Gin bindings with single quotes, spaces, parentheses, braces, $, *, a backslash and shell operators.
+TRICKY = ["--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='/mnt/runs/a b'",
+          "--gin.TASKS=('xnli','panx')", "--gin.LANGS={'xnli': ['de']}", "--gin.NOTE=\"it's $HOME *\"",
+          "--gin.X='a\\b;`id`&|'"]
+
+
+def _write_exe(path: pathlib.Path, text: str) -> None:
+  path.write_text(text)
+  path.chmod(0o755)
+
+
+@pytest.fixture
+def sh(tmp_path):
+  """sh(script, *args, gcloud="fail"|"record", **env) -> CompletedProcess, run in tmp_path/work."""
+  bin_dir, calls, work = tmp_path / "bin", tmp_path / "calls", tmp_path / "work"
+  for d in (bin_dir, calls, work):
+    d.mkdir()
+
+  def run(script, *args, gcloud="fail", check=True, **env):
+    fake = ('echo "FAKE GCLOUD CALLED: $*" >&2; exit 99' if gcloud == "fail" else
+            f'n=$(ls {calls} | wc -l); printf "%s\\0" "$@" > {calls}/$(printf %03d "$n");'
+            ' case $* in *describe*) echo 2 ;; esac')
+    _write_exe(bin_dir / "gcloud", f"#!/usr/bin/env bash\n{fake}\n")
+    full_env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
+                "LC_ALL": "C", **ENV, **env}
+    proc = subprocess.run(["bash", str(SCRIPTS / f"{script}.sh"), *args], cwd=work, env=full_env,
+                          capture_output=True, text=True, timeout=30)
+    if check:
+      assert proc.returncode == 0, proc.stderr
+      assert "FAKE GCLOUD CALLED" not in proc.stderr
+    return proc
+
+  run.calls = lambda: [(calls / f).read_text().split("\0")[:-1] for f in sorted(os.listdir(calls))]
+  run.work = work
+  return run
+
+
+def _lines(proc) -> list[str]:
+  return proc.stdout.splitlines()
+
+
+def _remote_command(line: str) -> str:
+  argv = shlex.split(line)
+  return argv[argv.index("--command") + 1]
+
+
+def _on_worker(tmp_path, command: str) -> pathlib.Path:
+  """Evaluates `command` as a worker's shell would (waiting for what it detaches); returns the fake home."""
+  home = tmp_path / "worker"
+  (home / "xtreme-jax").mkdir(parents=True)
+  (home / "venv" / "bin").mkdir(parents=True)
+  (home / "stub").mkdir()
+  (home / "venv" / "bin" / "activate").write_text(f'PATH="{home}/stub:$PATH"\n')
+  _write_exe(home / "stub" / "xtreme-jax", '#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n'
+             'case "$*" in *fail*) exit 3 ;; esac\n')
+  subprocess.run(["bash", "-c", command + "\nwait"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                 check=True, timeout=30)
+  return home
+
+
+def test_dry_run_prints_the_exact_gcloud_commands(sh):
+  assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1")) == [
+      "gcloud compute tpus tpu-vm create my-tpu --zone us-east1-d --project my-proj --accelerator-type v4-32"
+      " --version tpu-ubuntu2204-base --spot"]
+  assert _lines(sh("setup", "--dry-run")) == [
+      SSH + "\"set -e; [ -d ~/xtreme-jax ] || git clone https://example.com/xtreme-jax.git ~/xtreme-jax;"
+      " cd ~/xtreme-jax; git pull --ff-only; python3 -m venv ~/venv; . ~/venv/bin/activate;"
+      " pip install -q -U pip; pip install -q -e . 'jax[tpu]' -f"
+      " https://storage.googleapis.com/jax-releases/libtpu_releases.html\""]
+  assert _lines(sh("launch", "--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='gs://b/runs/x'",
+                   "--dry-run")) == [
+      SSH + "'" + ENTER + "{ (trap \"\" HUP; xtreme-jax run --gin_file=experiments/xtreme_mbert.gin"
+      " \"--gin.RUN_DIR='\\''gs://b/runs/x'\\''\") > ~/xtreme-jax-logs/20250102-030405/run.log 2>&1"
+      " < /dev/null & }'"]
+  assert _lines(sh("sweep", "--dry-run", "a.gin", "LR", "1e-5", "('xnli','panx')", RUN_ROOT="gs://b/sw")) == [
+      SSH + "'" + ENTER + "{ (trap \"\" HUP; failed=0; say() { echo \"$(date -u +%FT%TZ) $*\"; };"
+      " one() { name=$1; shift; say start \"$name\"; xtreme-jax run \"$@\" >"
+      " ~/xtreme-jax-logs/20250102-030405/\"$name\".log 2>&1; rc=$?; if [ $rc -eq 0 ]; then say ok \"$name\";"
+      " else say FAILED \"$name\" \"(exit $rc)\"; failed=$((failed + 1)); fi; };"
+      " one LR=1e-5 --gin_file=a.gin --gin.LR=1e-5 \"--gin.RUN_DIR='\\''gs://b/sw/LR=1e-5'\\''\";"
+      " one LR=xnli_panx --gin_file=a.gin \"--gin.LR=('\\''xnli'\\'','\\''panx'\\'')\""
+      " \"--gin.RUN_DIR='\\''gs://b/sw/LR=xnli_panx'\\''\";"
+      " say \"sweep finished: $failed of 2 runs failed\") > ~/xtreme-jax-logs/20250102-030405/sweep.log 2>&1"
+      " < /dev/null & }'"]
+  # PROJECT unset: no --project (gcloud's default project) and no gcloud call to look it up.
+  assert _lines(sh("teardown", "--dry-run", PROJECT="")) == [
+      "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --quiet"]
+  assert _lines(sh("teardown", "--collect", "gs://b/runs/x", "--dry-run", NUM_WORKERS="1")) == [
+      SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/x/worker0",
+      "gcloud storage cp -r gs://b/runs/x tpu_logs/x/",
+      "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --project my-proj --quiet"]
+  assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud compute tpus tpu-vm create my-tpu")
+
+
+def test_collect_makes_one_new_folder_per_run_and_worker(sh):
+  lines = _lines(sh("collect", "--dry-run", "gs://bucket/runs/xnli/", NUM_WORKERS="2"))
+  assert lines == [SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker0",
+                   SCP + "1 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker1",
+                   "gcloud storage cp -r gs://bucket/runs/xnli tpu_logs/xnli/"]
+  assert not (sh.work / "tpu_logs").exists()  # a dry run creates nothing
+  (sh.work / "tpu_logs" / "xnli").mkdir(parents=True)
+  assert _lines(sh("collect", "--dry-run", "/mnt/runs/xnli", NUM_WORKERS="1")) == [
+      SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli-1/worker0",
+      SCP + "0 my-tpu:/mnt/runs/xnli tpu_logs/xnli-1/"]
+  assert _lines(sh("collect", "--dry-run", NUM_WORKERS="1")) == [
+      SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/20250102-030405/worker0"]
+  # Real runs: the worker count comes from gcloud; every collect gets its own folder.
+  for suffix in ("-1", "-2"):
+    sh("collect", "/mnt/runs/xnli", gcloud="record")
+    assert sorted(os.listdir(sh.work / "tpu_logs" / f"xnli{suffix}")) == ["worker0", "worker1"]
+  assert sh.calls()[0] == ["compute", "tpus", "tpu-vm", "describe", "my-tpu", "--zone", "us-east1-d",
+                           "--project", "my-proj", "--format", "value(networkEndpoints.len())"]
+  proc = sh("collect", "--dry-run", check=False)
+  assert proc.returncode == 2 and proc.stderr.strip().startswith("error: a dry run does not ask gcloud")
+
+
+@pytest.mark.parametrize("script,args,env", [
+    ("create", [], {"SPOT": "1"}), ("setup", [], {}), ("launch", TRICKY, {}), ("teardown", ["--collect"], {}),
+    ("sweep", ["a.gin", "LR", "1e-5", "'x y'"], {"RUN_ROOT": "gs://b/sw"}),
+    ("collect", ["gs://b/runs/x"], {"NUM_WORKERS": "2"})])
+def test_dry_run_lines_are_the_commands_a_real_run_executes(sh, script, args, env):
+  env = {"NUM_WORKERS": "2", **env}
+  printed = [shlex.split(line) for line in _lines(sh(script, "--dry-run", *args, **env))]
+  sh(script, *args, gcloud="record", **env)
+  assert [["gcloud", *call] for call in sh.calls()] == printed
+
+
+def test_launch_passes_every_argument_unchanged(sh, tmp_path):
+  line, = _lines(sh("launch", "--dry-run", *TRICKY))
+  home = _on_worker(tmp_path, _remote_command(line))
+  log = home / "xtreme-jax-logs" / "20250102-030405" / "run.log"
+  assert log.read_text().splitlines() == ["run", *TRICKY]
+
+
+def test_sweep_runs_each_value_in_its_own_run_dir_and_records_failures(sh, tmp_path):
+  values = ["1e-5", "'/data/a b'", "('xnli','panx')", "{'xnli': ['de']}", "'fail $x *'"]
+  proc = sh("sweep", "--dry-run", "experiments/xtreme_mbert.gin", "LR", *values, "--", "--gin.STEPS=3",
+            RUN_ROOT="gs://bucket/sweeps/lr/")
+  line, = _lines(proc)
+  assert line.startswith(SSH + "'" + ENTER + "{ (trap \"\" HUP; failed=0; ")
+  assert ("; one LR=xnli_panx --gin_file=experiments/xtreme_mbert.gin \"--gin.LR=('\\''xnli'\\'','\\''panx'\\'')\""
+          " --gin.STEPS=3 \"--gin.RUN_DIR='\\''gs://bucket/sweeps/lr/LR=xnli_panx'\\''\";") in line
+  home = _on_worker(tmp_path, _remote_command(line))
+  logs = home / "xtreme-jax-logs" / "20250102-030405"
+  names = ["LR=1e-5", "LR=data_a_b", "LR=xnli_panx", "LR=xnli_de", "LR=fail_x"]
+  for name, value in zip(names, values):
+    assert (logs / f"{name}.log").read_text().splitlines() == [
+        "run", "--gin_file=experiments/xtreme_mbert.gin", f"--gin.LR={value}", "--gin.STEPS=3",
+        f"--gin.RUN_DIR='gs://bucket/sweeps/lr/{name}'"]
+  outcomes = [ln.split(" ", 1)[1] for ln in (logs / "sweep.log").read_text().splitlines()]
+  assert outcomes == [x for n in names[:-1] for x in (f"start {n}", f"ok {n}")] + [
+      "start LR=fail_x", "FAILED LR=fail_x (exit 3)", "sweep finished: 1 of 5 runs failed"]
+
+
+@pytest.mark.parametrize("args,env,message", [
+    (["a.gin", "LR", "'a b'", "'a_b'"], {}, "error: two values of LR share the run directory gs://b/LR=a_b"),
+    (["a.gin", "bad-name", "1"], {}, "error: MACRO must be a Gin macro name"),
+    (["a.gin", "LR", "1", "--", "--gin.RUN_DIR='x'"], {}, "error: sweep.sh sets RUN_DIR itself"),
+    (["a.gin", "LR"], {}, "error: usage: sweep.sh"),
+    (["a.gin", "LR", "1"], {"RUN_ROOT": "gs://b/it's"}, "error: RUN_ROOT must not contain")])
+def test_sweep_refuses_bad_input_with_one_line(sh, args, env, message):
+  proc = sh("sweep", "--dry-run", *args, check=False, **{"RUN_ROOT": "gs://b", **env})
+  assert proc.returncode == 2 and proc.stdout == ""
+  assert proc.stderr.splitlines()[-1].startswith(message)

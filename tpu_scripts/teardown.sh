@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Delete the TPU VM. With --collect, first copy its logs (and RUN_DIR) with collect.sh; a failed copy keeps the VM.
+#   TPU_NAME=my-tpu bash tpu_scripts/teardown.sh [--dry-run] [--collect [RUN_DIR]]
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+usage="usage: teardown.sh [--dry-run] [--collect [RUN_DIR]]"
+if [ "${1:-}" = --collect ]; then
+  shift
+  [ $# -le 1 ] || die "$usage"
+  DRY_RUN=$DRY_RUN STAMP=$STAMP bash "$(dirname "$0")/collect.sh" "$@"
+else
+  [ $# -eq 0 ] || die "$usage"
+fi
+run_gcloud compute tpus tpu-vm delete "$TPU_NAME" "${TPU_FLAGS[@]}" --quiet
+note "deleted $TPU_NAME"
