@@ -5,19 +5,28 @@ text; every check compares our ids and strings with `transformers` tokenizers
 loaded from the same files (offline).
 """
 
+import json
 import pickle
+import random
+import shutil
 import string
+import subprocess
+import sys
 import unicodedata
 
 import huggingface_hub.constants
 import numpy as np
 import pytest
+import seqio
 import sentencepiece as spm
 import tensorflow as tf
 import transformers
 from tokenizers import normalizers, pre_tokenizers
 
+from xtreme_jax import errors
+from xtreme_jax.data import paths
 from xtreme_jax.data import vocabularies as V
+from xtreme_jax.data.seqio_vocabulary import as_seqio
 
 SCRIPTS = {
     "latin": "Le garçon mangea une pomme à côté de l'église. Über den Wolken muss die "
@@ -105,6 +114,15 @@ def xlmr(xlmr_dir):
 
 
 @pytest.fixture(scope="module")
+def xlmr_json(xlmr_dir, hf_xlmr, tmp_path_factory):
+  """XLM-R's tokenizer as a `tokenizers` file (what transformers saves), no sentencepiece model."""
+  d = tmp_path_factory.mktemp("xlmr_json")
+  hf_xlmr["fast"].save_pretrained(str(d))
+  (d / "sentencepiece.bpe.model").unlink(missing_ok=True)
+  return V.load_vocabulary(str(d))
+
+
+@pytest.fixture(scope="module")
 def hf_bert(bert_dir):
   """{'slow': ..., 'fast': ...} BERT tokenizers (transformers 4.x and 5.x)."""
   fast = transformers.BertTokenizerFast.from_pretrained(
@@ -143,10 +161,22 @@ def test_wordpiece_vocab_covers_some_but_not_all(bert):
   assert bert.encode("a" * 100) != [bert.unk_id]
 
 
+# Code points that Python's Unicode tables (3.11) and those of `tokenizers` class
+# differently (punctuation, control, CJK), plus other edge cases.
+TABLE_EDGES = (
+    (0x61D, 0x61D), (0x9FD, 0x9FD), (0xA76, 0xA76), (0xC77, 0xC77), (0xC84, 0xC84), (0x1B7D, 0x1B7E),
+    (0x2E43, 0x2E4F), (0x2E52, 0x2E5D), (0x10EAD, 0x10EAD), (0x10F55, 0x10F59), (0x10F86, 0x10F89),
+    (0x1144B, 0x1144F), (0x1145A, 0x1145D), (0x11660, 0x1166C), (0x116B9, 0x116B9), (0x1183B, 0x1183B),
+    (0x11944, 0x11946), (0x119E2, 0x119E2), (0x11A3F, 0x11A46), (0x11A9A, 0x11AA2), (0x11C41, 0x11C45),
+    (0x11C70, 0x11C71), (0x11EF7, 0x11EF8), (0x11FFF, 0x11FFF), (0x12FF1, 0x12FF2), (0x16E97, 0x16E9A),
+    (0x16FE2, 0x16FE2), (0x1E95E, 0x1E95F), (0x890, 0x891), (0x8E2, 0x8E2), (0x110CD, 0x110CD),
+    (0x13430, 0x13438), (0x166D, 0x166D), (0x111C9, 0x111C9), (0x378, 0x378), (0x2B820, 0x2B820),
+    (0x2B91F, 0x2B920), (0x3000, 0x3000), (0x2029, 0x2029), (0xE000, 0xE000), (0xAD, 0xAD), (0x85, 0x85))
+
+
 def test_wordpiece_unicode_tables_match_tokenizers(bert, hf_bert):
   """Code points classified differently by Python's and `tokenizers`' tables."""
-  cps = sorted(V._NOT_PUNCT | V._NOT_CONTROL | V._PUNCT_ONLY_IN_TOKENIZERS)
-  cps += [0x378, 0x2B820, 0x2B91F, 0x2B920, 0x3000, 0x2029, 0xE000, 0xAD, 0x85]
+  cps = [cp for lo, hi in TABLE_EDGES for cp in range(lo, hi + 1)]
   text = " ".join(f"a{chr(cp)}b" for cp in cps)
   assert bert.encode(text) == hf_bert["fast"].encode(text, add_special_tokens=False)
 
@@ -162,7 +192,7 @@ def test_xlmr_matches_hf(xlmr, hf_xlmr, name):
     assert xlmr.decode(with_specials) == tok.decode(with_specials)
 
 
-@pytest.mark.parametrize("text", ["\u0930\u093c", "a\u0301\u094d", "e\u00a0\u0941"])
+@pytest.mark.parametrize("text", ["\u0930\u093c", "a\u0301\u094d", "e\u00a0\u0941", "a\u00a0\u0301"])
 def test_xlmr_follows_sentencepiece_normalisation(xlmr, xlmr_dir, text):
   """Where `tokenizers`' Precompiled normaliser departs from sentencepiece's
   (combining sequences of >= 6 UTF-8 bytes, which it does not compose, or
@@ -202,10 +232,15 @@ def test_build_inputs(bert, hf_bert, xlmr, hf_xlmr, pair):
   assert bert.build_inputs([7], [8]) == ([2, 7, 3, 8, 3], [0, 0, 0, 1, 1])
 
 
-@pytest.mark.parametrize("which", ["bert", "xlmr"])
+@pytest.mark.parametrize("which", ["bert", "xlmr", "xlmr_json"])
 def test_tf_matches_python(request, which):
   vocab = request.getfixturevalue(which)
+  view = as_seqio(vocab)
+  assert isinstance(view, seqio.Vocabulary) and as_seqio(view) is view and view == as_seqio(vocab)
+  assert (view.vocab_size, view.eos_id, view.pad_id) == (vocab.vocab_size, vocab.eos_id, vocab.pad_id)
   rows = [vocab.encode(t) for t in TEXTS.values()]
+  assert [view.encode(t) for t in TEXTS.values()] == rows
+  assert [view.decode(ids) for ids in rows] == [vocab.decode(ids) for ids in rows]
   for text, ids in zip(TEXTS.values(), rows):
     assert vocab.encode_tf(tf.constant(text)).numpy().tolist() == ids
     assert vocab.decode_tf(tf.constant(ids, tf.int32)).numpy().decode() == vocab.decode(ids)
@@ -229,19 +264,222 @@ def test_load_vocabulary(bert_dir, xlmr_dir, tmp_path):
   model = str(xlmr_dir / "sentencepiece.bpe.model")
   assert V.load_vocabulary(model) == V.XlmrSentencePieceVocabulary(model)
   assert V.load_vocabulary(str(bert_dir)) != V.load_vocabulary(model)
-  for bad in (tmp_path, tmp_path / "weights.bin"):
-    with pytest.raises(ValueError, match="vocab.txt.*sentencepiece.bpe.model") as e:
-      V.load_vocabulary(str(bad))
-    assert str(bad) in str(e.value)
+  with pytest.raises(errors.DataError, match="vocab.txt.*sentencepiece.bpe.model") as e:
+    V.load_vocabulary(str(tmp_path))  # a folder without a vocabulary
+  assert str(tmp_path) in str(e.value) and isinstance(e.value, ValueError)
+  with pytest.raises(errors.MissingInputError, match="weights.bin"):
+    V.load_vocabulary(str(tmp_path / "weights.bin"))
 
 
 def test_missing_special_token(tmp_path):
   path = _write_vocab(tmp_path / "vocab.txt", specials=BERT_SPECIALS[:4])
-  with pytest.raises(ValueError, match=r"vocab\.txt.*\[MASK\]"):
+  with pytest.raises(errors.DataError, match=r"vocab\.txt.*\[MASK\]"):
     V.WordPieceVocabulary(str(path))
 
 
-def test_pickle_roundtrip(bert, xlmr):
-  for vocab in (bert, xlmr):
+def test_pickle_roundtrip(bert, xlmr, xlmr_json):
+  for vocab in (bert, xlmr, xlmr_json):
     clone = pickle.loads(pickle.dumps(vocab))
     assert clone == vocab and clone.encode(SCRIPTS["thai"]) == vocab.encode(SCRIPTS["thai"])
+
+
+# ----------------------------------------------------------------------------- checkpoint settings
+# 200 sentences from per-script word lists, each mixing two scripts, with
+# punctuation and control / format characters inside words (not between a
+# character and its combining marks). Latin words carry composed and decomposed
+# accents.
+WORDS = {
+    "latin": "Le garçon mangea une pomme église Über Wolken Freiheit Dónde está estación Ça coûte "
+             "naïve cafe\u0301 déjà nai\u0308ve man\u0303ana Příliš žluťoučký kůň Zażółć gęślą jaźń Tiếng "
+             "Việt Straße Ærø façade Héllo WORLD ÉCOLE Œuvre İstanbul Crème".split(),
+    "cyrillic": "Москва столица России Я люблю читать книги Київ України Ёлка ПРИВЕТ".split(),
+    "greek": "Καλημέρα κόσμε Ελλάδα γλώσσα Αθήνα ΟΔΥΣΣΕΥΣ ψυχή ἀρχή".split(),
+    "arabic": "اللغة العربية جميلة ذهب الولد إلى المدرسة القهوة؟ مُحَمَّد".split(),
+    "hebrew": "שלום עולם ירושלים ספר".split(),
+    "devanagari": "हिन्दी भारत प्रमुख भाषा है। रोज़ सुबह क़िला".split(),
+    "tamil": "வணக்கம் தமிழ் நாடு".split(),
+    "thai": "ภาษาไทย สวยงาม ฉันชอบกินข้าวผัด อากาศดีมาก".split(),
+    "han": "我爱北京天安门。 今天天气很好， 中文分词 學習語言".split(),
+    "kana": "私は毎朝コーヒーを飲みます。 ひらがな カタカナ 東京タワー ｶﾀｶﾅ".split(),
+    "hangul": "안녕하세요 세계 한국어 서울 대한민국".split(),
+    "georgian": "გამარჯობა საქართველო".split(),
+    "armenian": "Բարեւ Հայաստան".split(),
+    "emoji": "😀 👍🏽 🇫🇷 ❤️ 👨‍👩‍👧 ✨ ①②".split(),
+}
+CONTROLS = ["\x00", "\x07", "\x1b", "\u200b", "\u200d", "\u00ad", "\ufeff", "\ufffd", "\t", "\n", "\r\n",
+            "\u00a0", "\u3000", "\u2028"]
+PUNCT = [",", ".", "!", "?", "...", "-", "(", ")", "«", "»", "\"", "'", "n't", "1998", "3,14", "%", "€"]
+COMBINING = {c for words in WORDS.values() for c in "".join(words) if unicodedata.category(c).startswith("M")}
+# No WordPiece vocabulary below holds these, so the words with them become [UNK].
+UNSEEN_WP = set("Ёעჯ한ひ👍")
+
+
+def _sentences(n=200, seed=0):
+  rng = random.Random(seed)
+  scripts = list(WORDS)
+  out = []
+  for k in range(n):
+    pool = WORDS[scripts[k % len(scripts)]] + WORDS[rng.choice(scripts)]
+    words = []
+    for _ in range(rng.randint(4, 10)):
+      word, r = rng.choice(pool), rng.random()
+      if r < 0.2:  # between two characters, not inside a character + combining mark cluster
+        i = rng.choice([i for i in range(len(word) + 1) if word[i:i + 1] not in COMBINING])
+        word = word[:i] + rng.choice(CONTROLS) + word[i:]
+      elif r < 0.35:
+        word += rng.choice(PUNCT)
+      words.append(word)
+    out.append(rng.choice([" ", "  "]).join(words) + rng.choice(["", ".", " !", "?"]))
+  return out
+
+
+SENTENCES = _sentences()
+
+
+def _wordpiece_pieces(lowercase):
+  """Whole words, word halves and every character (alone and as ##) of WORDS."""
+  text = normalizers.BertNormalizer(lowercase=lowercase).normalize_str(" ".join(sum(WORDS.values(), [])))
+  words = sorted({w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(text)})
+  chars = {c for w in words for c in w} | set(string.ascii_lowercase + string.punctuation)
+  pieces = set(words[::2]) | chars | {"##" + c for c in chars} | {"hello", "world"}
+  for w in words[1::3]:
+    pieces |= {w[:len(w) // 2 + 1], "##" + w[len(w) // 2 + 1:]}
+  return sorted(p for p in pieces - {"##"} if not UNSEEN_WP & set(p))
+
+
+@pytest.fixture(scope="module")
+def wordpiece_checkpoints(tmp_path_factory):
+  """{case: (vocab.txt + tokenizer_config.json dir, tokenizer.json dir saved by transformers, HF tokenizer)}."""
+  out = {}
+  for case, lower in (("cased", False), ("uncased", True)):
+    plain = tmp_path_factory.mktemp(f"{case}_plain")
+    (plain / "vocab.txt").write_text("\n".join(BERT_SPECIALS + _wordpiece_pieces(lower)) + "\n", encoding="utf-8")
+    (plain / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": lower, "tokenizer_class": "BertTokenizer"}), encoding="utf-8")
+    # transformers 5 ignores BertTokenizerFast(vocab_file=...): load the folder instead.
+    hf = transformers.BertTokenizerFast.from_pretrained(str(plain), local_files_only=True)
+    saved = tmp_path_factory.mktemp(f"{case}_saved")
+    hf.save_pretrained(str(saved))
+    (saved / "vocab.txt").unlink(missing_ok=True)  # transformers 4 writes it too; test tokenizer.json alone
+    out[case] = (plain, saved, hf)
+  return out
+
+
+@pytest.fixture(scope="module")
+def xlmr_sample(tmp_path_factory):
+  """(sample_spm.model as an XLM-R checkpoint, the tokenizer.json transformers saves for it, HF tokenizer)."""
+  d = tmp_path_factory.mktemp("xlmr_sample")
+  shutil.copy(paths.sample_vocab(), d / "sentencepiece.bpe.model")
+  hf = transformers.XLMRobertaTokenizerFast.from_pretrained(str(d), local_files_only=True)
+  saved = tmp_path_factory.mktemp("xlmr_sample_saved")
+  hf.save_pretrained(str(saved))
+  (saved / "sentencepiece.bpe.model").unlink(missing_ok=True)
+  return d, saved, hf
+
+
+def test_sentences_cover_scripts_and_controls():
+  assert len(SENTENCES) == 200 and len(set(SENTENCES)) > 190 and len(WORDS) >= 12
+  for words in WORDS.values():
+    assert any(w in s for s in SENTENCES for w in words)
+  for ch in ("\x00", "\x07", "\u200b", "\u00ad", "e\u0301", "😀"):
+    assert any(ch in s for s in SENTENCES)
+
+
+def _assert_matches_hf(vocab, hf, sentences):
+  expected = hf(sentences, add_special_tokens=False)["input_ids"]
+  assert [vocab.encode(s) for s in sentences] == expected
+  assert [vocab.decode(ids) for ids in expected[:50]] == hf.batch_decode(expected[:50])
+  for a, b in zip(sentences[:20], sentences[20:40]):
+    enc = hf(a, b, return_token_type_ids=True)
+    assert vocab.build_inputs(vocab.encode(a), vocab.encode(b)) == (enc["input_ids"], enc["token_type_ids"])
+    assert vocab.build_inputs(vocab.encode(a))[0] == hf(a)["input_ids"]
+  return expected
+
+
+@pytest.mark.parametrize("case", ["cased", "uncased"])
+@pytest.mark.parametrize("layout", ["vocab_txt", "tokenizer_json"])
+def test_200_sentences_wordpiece_match_hf_fast(wordpiece_checkpoints, case, layout):
+  plain, saved, hf = wordpiece_checkpoints[case]
+  vocab = V.load_vocabulary(str(plain if layout == "vocab_txt" else saved))
+  assert type(vocab) is (V.WordPieceVocabulary if layout == "vocab_txt" else V.TokenizerVocabulary)
+  assert (vocab.vocab_size, vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (
+      len(hf), hf.pad_token_id, hf.unk_token_id, hf.cls_token_id, hf.sep_token_id, hf.mask_token_id)
+  ids = [i for row in _assert_matches_hf(vocab, hf, SENTENCES) for i in row]
+  assert 0.01 < ids.count(vocab.unk_id) / len(ids) < 0.3
+
+
+@pytest.mark.parametrize("layout", ["sentencepiece", "tokenizer_json"])
+def test_200_sentences_xlmr_match_hf_fast(xlmr_sample, layout):
+  spm_dir, saved, hf = xlmr_sample
+  vocab = V.load_vocabulary(str(spm_dir if layout == "sentencepiece" else saved))
+  assert type(vocab) is (V.XlmrSentencePieceVocabulary if layout == "sentencepiece" else V.TokenizerVocabulary)
+  assert (vocab.vocab_size, vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id, vocab.mask_id) == (
+      len(hf), hf.pad_token_id, hf.unk_token_id, hf.cls_token_id, hf.sep_token_id, hf.mask_token_id)
+  _assert_matches_hf(vocab, hf, SENTENCES)
+
+
+def test_uncased_checkpoint_lowercases_and_strips_accents(wordpiece_checkpoints, tmp_path):
+  """tokenizer_config.json's do_lower_case=true is honoured (the vocab holds only lower-case pieces)."""
+  plain, saved, hf = wordpiece_checkpoints["uncased"]
+  text = "Héllo WORLD"
+  expected = hf.encode(text, add_special_tokens=False)
+  assert hf.convert_ids_to_tokens(expected) == ["hello", "world"]
+  for path in (plain, saved, plain / "vocab.txt", saved / "tokenizer.json"):
+    assert V.load_vocabulary(str(path)).encode(text) == expected
+  bare = tmp_path / "vocab.txt"  # no tokenizer_config.json next to it: cased, unless told
+  shutil.copy(plain / "vocab.txt", bare)
+  assert V.load_vocabulary(str(bare)).encode(text) == [hf.unk_token_id] * 2
+  assert V.load_vocabulary(str(bare), do_lower_case=True).encode(text) == expected
+  # Keyword settings override the checkpoint's, for tokenizer.json too.
+  cased_dir, cased_saved, cased_hf = wordpiece_checkpoints["cased"]
+  lowered = V.load_vocabulary(str(cased_saved), do_lower_case=True)
+  assert lowered.encode("ÉCOLE Straße") == V.load_vocabulary(str(cased_dir)).encode("ecole straße")
+  assert lowered != V.load_vocabulary(str(cased_saved))
+
+
+def test_settings_and_special_tokens_from_config_files(tmp_path):
+  pieces = ["hello", "world", "##s", "a", "b", "é", "e", "[", "]", "MASK"]
+  (tmp_path / "vocab.txt").write_text("\n".join(["[???]", "[PAS]", "[END]", "[BEG]", "[MSK]"] + pieces) + "\n",
+                                      encoding="utf-8")
+  (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+      "do_lower_case": False, "strip_accents": True, "tokenize_chinese_chars": False, "unk_token": "[???]",
+      "pad_token": "[PAS]", "cls_token": "[BEG]", "sep_token": "[END]", "mask_token": "[MASK]"}))
+  (tmp_path / "special_tokens_map.json").write_text(json.dumps({  # wins over tokenizer_config.json
+      "mask_token": {"content": "[MSK]", "lstrip": False, "normalized": False, "rstrip": False,
+                     "single_word": False}}))
+  hf = transformers.BertTokenizerFast.from_pretrained(str(tmp_path), local_files_only=True)
+  vocab = V.load_vocabulary(str(tmp_path))
+  assert (vocab.unk_id, vocab.pad_id, vocab.sep_id, vocab.cls_id, vocab.mask_id) == (0, 1, 2, 3, 4) == (
+      hf.unk_token_id, hf.pad_token_id, hf.sep_token_id, hf.cls_token_id, hf.mask_token_id)
+  texts = ["hello worlds é", "HELLO 北京 a", "a [MASK] b"]
+  _assert_matches_hf(vocab, hf, texts)
+  assert vocab.encode("é [MSK]") == [11, 12, 0, 13]  # "e": accents stripped; a literal special is text
+  assert vocab.build_inputs([5], [6]) == ([3, 5, 2, 6, 2], [0, 0, 0, 1, 1])
+  (tmp_path / "special_tokens_map.json").unlink()
+  with pytest.raises(errors.DataError, match=r"vocab\.txt.*mask token '\[MASK\]'"):
+    V.load_vocabulary(str(tmp_path))
+
+
+def test_broken_checkpoint_files_are_user_errors(tmp_path):
+  (tmp_path / "vocab.txt").write_text("\n".join(BERT_SPECIALS) + "\n", encoding="utf-8")
+  (tmp_path / "tokenizer_config.json").write_text('{\n  "do_lower_case": tru\n}')
+  with pytest.raises(errors.DataError, match=r"tokenizer_config\.json:2"):
+    V.load_vocabulary(str(tmp_path))
+  (tmp_path / "tokenizer_config.json").unlink()
+  (tmp_path / "tokenizer.json").write_text('{"model": {"type": "WordPiece"}}')
+  with pytest.raises(errors.DataError, match=r"tokenizer\.json: not a Hugging Face tokenizers file"):
+    V.load_vocabulary(str(tmp_path))
+  (tmp_path / "sentencepiece.bpe.model").write_bytes(b"not a model")
+  with pytest.raises(errors.DataError, match=r"sentencepiece\.bpe\.model: not a sentencepiece model"):
+    V.load_vocabulary(str(tmp_path))
+
+
+def test_wordpiece_and_sentencepiece_vocabularies_do_not_import_tensorflow(wordpiece_checkpoints):
+  """A run that builds no tf.data pipeline loads and uses its vocabulary without TensorFlow (or seqio)."""
+  plain, saved, _ = wordpiece_checkpoints["uncased"]
+  code = ("import sys\n"
+          "import xtreme_jax.data.vocabularies as v\n"
+          "assert all(v.load_vocabulary(p).encode('hello') for p in sys.argv[1:])\n"
+          "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tensorflow_text', 'seqio'})\n"
+          "assert not loaded, loaded\n")
+  subprocess.run([sys.executable, "-c", code, paths.sample_vocab(), str(plain), str(saved)], check=True)

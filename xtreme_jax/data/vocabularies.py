@@ -1,124 +1,137 @@
-"""seqio vocabularies that reproduce the Hugging Face mBERT and XLM-R tokenizers.
+"""Vocabularies that reproduce the Hugging Face mBERT and XLM-R tokenizers.
 
-`WordPieceVocabulary` is mBERT's WordPiece (basic tokenizer + greedy
-longest-match-first word pieces) in plain Python; it follows the `tokenizers`
-implementation behind `transformers.BertTokenizer(Fast)`, including the Unicode
-tables of that library where they lag behind Python's `unicodedata`.
+Plain Python objects: importing this module imports neither TensorFlow nor
+seqio. `seqio_vocabulary.as_seqio(vocab)` (or `vocab.encode_tf` /
+`vocab.decode_tf`, which use it) gives the seqio `Vocabulary` view for tf.data.
+
+`TokenizerVocabulary` runs a Hugging Face `tokenizers.Tokenizer` (the Rust
+library behind transformers' fast tokenizers), e.g. a checkpoint's
+`tokenizer.json`. `WordPieceVocabulary` builds mBERT's pipeline with that
+library from a `vocab.txt` and the settings of `BertTokenizer`
+(`do_lower_case`, `strip_accents`, `tokenize_chinese_chars`, special tokens).
+`load_vocabulary` reads those settings from the checkpoint's
+`tokenizer_config.json` / `special_tokens_map.json`.
 
 `XlmrSentencePieceVocabulary` is XLM-R's SentencePiece model with the fairseq id
 shift. fairseq builds its dictionary as `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3
 and then appends the SentencePiece pieces, so ordinary spm piece `i` (i >= 3)
 becomes id `i + 1`. The spm model's own control pieces (unk=0, <s>=1, </s>=2)
 map onto the fairseq specials (3, 0, 2), and `<mask>` is appended last, at
-`spm_size + 1`; the vocabulary therefore has `spm_size + 2` ids.
+`spm_size + 1`; the vocabulary therefore has `spm_size + 2` ids. It runs
+sentencepiece itself, as fairseq did when XLM-R was trained; transformers' fast
+XLMRobertaTokenizer gives the same ids except on rare combining sequences (see
+the class).
 
-Both vocabularies use no extra ids and, unlike Hugging Face, treat special-token
+All vocabularies use no extra ids and, unlike Hugging Face, treat special-token
 strings that occur in raw text (e.g. a literal "[MASK]") as ordinary text.
 Decoding equals Hugging Face `tokenizer.decode(ids)` except that pad ids are
-skipped (seqio fills everything after EOS with pad in `decode_tf`).
+skipped; like seqio, `decode` stops after the first EOS and reads ids beyond
+the vocabulary as UNK.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import unicodedata
-from typing import Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-import seqio
 import sentencepiece
-import tensorflow as tf
-import tensorflow_text as tf_text
+import tokenizers
+from tokenizers import decoders, normalizers, pre_tokenizers, processors
 
-# `tokenizers` classifies characters with Unicode 8 tables; Python's are newer.
-# These code points (Python 3.11 / Unicode 14 vs `tokenizers` 0.2x) differ.
-_RANGES_PUNCT_ONLY_IN_PYTHON = (
-    (0x61D, 0x61D), (0x9FD, 0x9FD), (0xA76, 0xA76), (0xC77, 0xC77),
-    (0xC84, 0xC84), (0x1B7D, 0x1B7E), (0x2E43, 0x2E4F), (0x2E52, 0x2E5D),
-    (0x10EAD, 0x10EAD), (0x10F55, 0x10F59), (0x10F86, 0x10F89),
-    (0x1144B, 0x1144F), (0x1145A, 0x1145B), (0x1145D, 0x1145D),
-    (0x11660, 0x1166C), (0x116B9, 0x116B9), (0x1183B, 0x1183B),
-    (0x11944, 0x11946), (0x119E2, 0x119E2), (0x11A3F, 0x11A46),
-    (0x11A9A, 0x11A9C), (0x11A9E, 0x11AA2), (0x11C41, 0x11C45),
-    (0x11C70, 0x11C71), (0x11EF7, 0x11EF8), (0x11FFF, 0x11FFF),
-    (0x12FF1, 0x12FF2), (0x16E97, 0x16E9A), (0x16FE2, 0x16FE2),
-    (0x1E95E, 0x1E95F),
-)
-_RANGES_FORMAT_ONLY_IN_PYTHON = ((0x890, 0x891), (0x8E2, 0x8E2), (0x110CD, 0x110CD),
-                                 (0x13430, 0x13438))
-_PUNCT_ONLY_IN_TOKENIZERS = frozenset({0x166D, 0x111C9})
-_CJK_RANGES = (  # as in `tokenizers` (slow BERT uses 0x2B820, not 0x2B920)
-    (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
-)
+from xtreme_jax import errors
+
+SPECIALS = ("pad", "unk", "cls", "sep", "mask")
+BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
+XLMR_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
+# tokenizer_config.json keys of BertTokenizer and the BertNormalizer fields they set.
+BERT_SETTINGS = {"do_lower_case": "lowercase", "strip_accents": "strip_accents",
+                 "tokenize_chinese_chars": "handle_chinese_chars"}
+SPECIAL_KEYS = tuple(f"{name}_token" for name in SPECIALS)
+SETTING_KEYS = (*BERT_SETTINGS, *SPECIAL_KEYS)
+# A layout item is (special id, type id) or ("A" | "B", type id) for a segment.
+Layout = tuple[tuple[Any, int], ...]
 
 
-def _expand(ranges) -> frozenset[int]:
-  return frozenset(cp for lo, hi in ranges for cp in range(lo, hi + 1))
+# --------------------------------------------------------------------------- files
 
 
-_NOT_PUNCT = _expand(_RANGES_PUNCT_ONLY_IN_PYTHON)
-_NOT_CONTROL = _expand(_RANGES_FORMAT_ONLY_IN_PYTHON)
+def _gfile():
+  import tensorflow as tf  # only for remote paths (gs://...); local files need no TensorFlow
+  return tf.io.gfile
 
 
-def _is_control(ch: str) -> bool:
-  cp = ord(ch)
-  if cp == 0 or cp == 0xFFFD:
-    return True
-  if ch in "\t\n\r" or cp in _NOT_CONTROL:
-    return False
-  return unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs")  # not Cn
+def _remote(path: str) -> bool:
+  return "://" in path
 
 
-def _is_punctuation(ch: str) -> bool:
-  cp = ord(ch)
-  if cp in _PUNCT_ONLY_IN_TOKENIZERS:
-    return True
-  if cp in _NOT_PUNCT:
-    return False
-  return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
-          or unicodedata.category(ch).startswith("P"))
+def _exists(path: str) -> bool:
+  return _gfile().exists(path) if _remote(path) else os.path.exists(path)
 
 
-def _is_cjk(ch: str) -> bool:
-  cp = ord(ch)
-  return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+def _isdir(path: str) -> bool:
+  return _gfile().isdir(path) if _remote(path) else os.path.isdir(path)
 
 
-def _wordpiece_cleanup(token: str) -> str:
-  """The `cleanup` of the `tokenizers` WordPiece decoder (applied per token)."""
-  for old, new in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","),
-                   (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
-                   (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"),
-                   (" 're", "'re")):
-    token = token.replace(old, new)
-  return token
+def _read_bytes(path: str) -> bytes:
+  if _remote(path):
+    with _gfile().GFile(path, "rb") as f:
+      return f.read()
+  with open(path, "rb") as f:
+    return f.read()
 
 
 def _read_text(path: str) -> str:
-  with tf.io.gfile.GFile(path, "rb") as f:
-    return f.read().decode("utf-8")
+  try:
+    return _read_bytes(path).decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise errors.DataError(f"{errors.location(path, byte=e.start)}: not UTF-8 text") from None
 
 
-class _HFVocabulary(seqio.Vocabulary):
-  """Special ids, `build_inputs` and id->token decoding shared by both vocabs.
+def _read_json(path: str) -> dict:
+  try:
+    data = json.loads(_read_text(path))
+  except json.JSONDecodeError as e:
+    raise errors.DataError(f"{errors.location(path, e.lineno)}: not valid JSON ({e.msg})") from None
+  if not isinstance(data, dict):
+    raise errors.DataError(f"{path}: expected a JSON object, got {type(data).__name__}")
+  return data
 
-  Subclasses set `_tokens` (id -> token string), the five special ids, and
-  implement `_encode`, `_encode_tf`, `_decode_tf` and `_detokenize`.
+
+def checkpoint_settings(directory: str) -> dict[str, Any]:
+  """The tokenizer settings (`SETTING_KEYS`) a Hugging Face checkpoint directory
+  records in `tokenizer_config.json` and `special_tokens_map.json` (which wins)."""
+  settings: dict[str, Any] = {}
+  for name in ("tokenizer_config.json", "special_tokens_map.json"):
+    path = os.path.join(directory, name)
+    if _exists(path):
+      settings.update({k: v for k, v in _read_json(path).items() if k in SETTING_KEYS})
+  for key, value in settings.items():
+    if isinstance(value, dict):  # an AddedToken: {"content": "[CLS]", ...}
+      settings[key] = value.get("content")
+  return {k: v for k, v in settings.items() if v is not None or k == "strip_accents"}
+
+
+# --------------------------------------------------------------------------- vocabularies
+
+
+class Vocabulary:
+  """Special ids, `build_inputs`, seqio-style `decode`, equality and the TF
+  methods shared by the vocabularies.
+
+  Subclasses set `_size`, `_layout` (single, pair), `_source`, the five special
+  ids `_{pad,unk,cls,sep,mask}_id`, and implement `encode`, `_decode` and `_eq_key`.
   """
 
-  _extra_sep_in_pair = False  # XLM-R: <s> a </s> </s> b </s>
-  _type_id_b = 1  # token type of the second segment
-
-  _tokens: list[str]
+  _size: int
+  _layout: tuple[Layout, Layout]
+  _source: str
   _pad_id: int
   _unk_id: int
   _cls_id: int
   _sep_id: int
   _mask_id: int
-
-  def __init__(self):
-    super().__init__(extra_ids=0)
 
   pad_id = property(lambda self: self._pad_id)
   unk_id = property(lambda self: self._unk_id)
@@ -127,31 +140,47 @@ class _HFVocabulary(seqio.Vocabulary):
   mask_id = property(lambda self: self._mask_id)
   bos_id = cls_id
   eos_id = sep_id
+  vocab_size = property(lambda self: self._size)
+  extra_ids = 0
 
-  @property
-  def _base_vocab_size(self) -> int:
-    return len(self._tokens)
+  def encode(self, s: str) -> list[int]:
+    raise NotImplementedError
+
+  def _decode(self, ids: list[int]) -> str:
+    raise NotImplementedError
+
+  def decode(self, ids: Iterable[int]) -> str:
+    """The text of `ids` up through the first EOS (seqio's convention); ids
+    beyond the vocabulary read as UNK, pad ids are skipped."""
+    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1)]
+    ids = [self.unk_id if i >= self.vocab_size else i for i in ids]
+    if self.eos_id in ids:
+      ids = ids[:ids.index(self.eos_id) + 1]
+    return self._decode([i for i in ids if i != self.pad_id])
 
   def build_inputs(
       self, ids_a: Sequence[int], ids_b: Optional[Sequence[int]] = None
   ) -> tuple[list[int], list[int]]:
     """(input_ids, token_type_ids) with special tokens, as Hugging Face adds them."""
-    input_ids = [self.cls_id, *ids_a, self.sep_id]
-    token_type_ids = [0] * len(input_ids)
-    if ids_b is not None:
-      second = [self.sep_id] * self._extra_sep_in_pair + [*ids_b, self.sep_id]
-      input_ids += second
-      token_type_ids += [self._type_id_b] * len(second)
+    input_ids, token_type_ids = [], []
+    for item, type_id in self._layout[ids_b is not None]:
+      ids = ids_a if item == "A" else ids_b if item == "B" else [item]
+      input_ids += ids
+      token_type_ids += [type_id] * len(ids)
     return input_ids, token_type_ids
 
-  def _detokenize(self, tokens: list[str]) -> str:
-    raise NotImplementedError
+  def encode_tf(self, s):
+    """seqio's `encode_tf` (imports TensorFlow; see `seqio_vocabulary`)."""
+    from xtreme_jax.data.seqio_vocabulary import as_seqio
+    return as_seqio(self).encode_tf(s)
 
-  def _decode(self, ids: Sequence[int]) -> str:
-    return self._detokenize([self._tokens[int(i)] for i in ids if i != self.pad_id])
+  def decode_tf(self, ids):
+    """seqio's `decode_tf` (imports TensorFlow; see `seqio_vocabulary`)."""
+    from xtreme_jax.data.seqio_vocabulary import as_seqio
+    return as_seqio(self).decode_tf(ids)
 
   def _eq_key(self) -> tuple:
-    return (tuple(self._tokens),)
+    raise NotImplementedError
 
   def __eq__(self, other) -> bool:
     return type(self) is type(other) and self._eq_key() == other._eq_key()
@@ -159,166 +188,179 @@ class _HFVocabulary(seqio.Vocabulary):
   def __hash__(self) -> int:
     return hash((type(self).__name__, self._eq_key()))
 
+  def __repr__(self) -> str:
+    return f"{type(self).__name__}({self._source!r}, size={self.vocab_size})"
 
-class WordPieceVocabulary(_HFVocabulary):
-  """mBERT's WordPiece tokenizer (ids/decoding equal Hugging Face BertTokenizer).
 
-  Decoding is the `tokenizers` WordPiece decoder (BertTokenizer in transformers
-  5), whose clean-up works per token: "it ' s" stays as is, whereas the legacy
-  Python tokenizer's whole-string clean-up gives "it's".
+def _special_ids(vocab: Mapping[str, int], source: str, settings: Mapping[str, Any]) -> dict[str, int]:
+  """{name: id} of the five special tokens: the `<name>_token` settings, else
+  BERT's ([CLS]...) or, for a vocabulary without [CLS], XLM-R's (<s>...)."""
+  defaults = BERT_SPECIALS if "[CLS]" in vocab else XLMR_SPECIALS
+  ids = {}
+  for name in SPECIALS:
+    token = settings.get(f"{name}_token") or defaults[name]
+    if token not in vocab:
+      raise errors.DataError(f"{source}: the vocabulary has no {name} token {token!r}")
+    ids[name] = vocab[token]
+  return ids
 
-  The TF methods wrap the Python implementation in `tf.py_function`: exact
-  parity with Hugging Face matters more here than speed, and the op needs the
-  Python interpreter (fine in `tf.data`, not in an exported graph).
+
+def _check_keys(settings: Mapping[str, Any], allowed: Sequence[str]) -> None:
+  unknown = set(settings) - set(allowed)
+  if unknown:
+    raise TypeError(f"unknown tokenizer settings {sorted(unknown)}; expected some of {list(allowed)}")
+
+
+def _post_processor_layout(tokenizer: tokenizers.Tokenizer) -> tuple[Layout, Layout]:
+  """(single, pair) layouts of what the tokenizer's post-processor adds."""
+  def layout(*texts: str) -> Layout:
+    enc = tokenizer.encode(*texts, add_special_tokens=True)
+    out: list[tuple[Any, int]] = []
+    for i, seq, type_id in zip(enc.ids, enc.sequence_ids, enc.type_ids):
+      item = (i, type_id) if seq is None else ("AB"[seq], type_id)
+      if seq is None or not out or out[-1] != item:
+        out.append(item)
+    return tuple(out)
+  return layout("a"), layout("a", "a")
+
+
+class TokenizerVocabulary(Vocabulary):
+  """A Hugging Face `tokenizers.Tokenizer`, e.g. a checkpoint's `tokenizer.json`.
+
+  Encoding and decoding are the tokenizer's own; `build_inputs` follows its
+  post-processor. `settings` (`SETTING_KEYS`, e.g. from tokenizer_config.json)
+  name the special tokens and, as in transformers' BertTokenizer, override the
+  fields of a `BertNormalizer`. Any truncation or padding stored in the file is
+  dropped. Special tokens are not split out of raw text; a model whose own
+  vocabulary holds them as pieces (a converted sentencepiece Unigram model
+  holds "<mask>") can still produce them.
   """
 
-  _SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]",
-               "mask": "[MASK]"}
+  def __init__(self, tokenizer_file: str, **settings):
+    _check_keys(settings, SETTING_KEYS)
+    spec = _read_json(tokenizer_file)
+    normalizer = spec.get("normalizer") or {}
+    if normalizer.get("type") == "BertNormalizer":
+      normalizer.update({field: settings[key] for key, field in BERT_SETTINGS.items() if key in settings})
+    try:
+      tokenizer = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    except Exception as e:  # the Rust library raises a bare Exception
+      raise errors.DataError(f"{tokenizer_file}: not a Hugging Face tokenizers file ({e})") from None
+    self._setup(tokenizer, tokenizer_file, settings)
 
-  def __init__(self, vocab_file: str, do_lower_case: bool = False,
-               max_input_chars_per_word: int = 100):
-    super().__init__()
-    self._vocab_file = vocab_file
-    self._do_lower_case = do_lower_case
-    self._max_chars = max_input_chars_per_word
-    text = _read_text(vocab_file).replace("\r\n", "\n").replace("\r", "\n")
-    self._tokens = text.split("\n")
-    if self._tokens[-1] == "":  # like `readlines()`: no token after the last newline
-      self._tokens.pop()
-    self._vocab = {tok: i for i, tok in enumerate(self._tokens)}  # last one wins
-    for name, tok in self._SPECIALS.items():
-      if tok not in self._vocab:
-        raise ValueError(f"WordPiece vocabulary {vocab_file!r} has no {tok} token.")
-      setattr(self, f"_{name}_id", self._vocab[tok])
+  def _setup(self, tokenizer: tokenizers.Tokenizer, source: str, settings: Mapping[str, Any]) -> None:
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    tokenizer.encode_special_tokens = True  # a literal "[MASK]" in the text is text
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    for name, i in _special_ids(vocab, source, settings).items():
+      setattr(self, f"_{name}_id", i)
+    self._tokenizer, self._source = tokenizer, source
+    self._size = max(vocab.values()) + 1
+    self._layout = _post_processor_layout(tokenizer)
+    self._json = tokenizer.to_str()
 
-  def _basic_tokenize(self, text: str) -> list[str]:
-    """Clean, isolate CJK characters, (lowercase), split on spaces and punctuation."""
-    chars = []
-    for ch in text:
-      if _is_control(ch):
-        continue
-      chars.append(" " if ch.isspace() else f" {ch} " if _is_cjk(ch) else ch)
-    text = "".join(chars)
-    if self._do_lower_case:  # `tokenizers` strips accents before lowercasing
-      text = "".join(c for c in unicodedata.normalize("NFD", text)
-                     if unicodedata.category(c) != "Mn").lower()
-    words = []
-    for word in text.split():
-      start = 0
-      for i, ch in enumerate(word):
-        if _is_punctuation(ch):
-          words += [word[start:i], ch] if i > start else [ch]
-          start = i + 1
-      if start < len(word):
-        words.append(word[start:])
-    return words
+  def encode(self, s: str) -> list[int]:
+    return self._tokenizer.encode(s, add_special_tokens=False).ids
 
-  def _wordpiece(self, word: str) -> list[int]:
-    if len(word) > self._max_chars:
-      return [self.unk_id]
-    ids, start = [], 0
-    while start < len(word):
-      for end in range(len(word), start, -1):
-        piece = word[start:end] if start == 0 else "##" + word[start:end]
-        if piece in self._vocab:
-          ids.append(self._vocab[piece])
-          start = end
-          break
-      else:
-        return [self.unk_id]
-    return ids
-
-  def _encode(self, s: str) -> list[int]:
-    return [i for word in self._basic_tokenize(s) for i in self._wordpiece(word)]
-
-  def _detokenize(self, tokens: list[str]) -> str:
-    """The `tokenizers` WordPiece decoder: join, glue "##" pieces, clean up."""
-    out = []
-    for i, tok in enumerate(tokens):
-      if i:
-        tok = tok[2:] if tok.startswith("##") else " " + tok
-      out.append(_wordpiece_cleanup(tok))
-    return "".join(out)
-
-  def _encode_tf(self, s: tf.Tensor) -> tf.Tensor:
-    ids = tf.py_function(
-        lambda x: np.asarray(self._encode(x.numpy().decode("utf-8")), np.int32),
-        [s], tf.int32)
-    ids.set_shape([None])
-    return ids
-
-  def _decode_tf(self, ids: tf.Tensor) -> tf.Tensor:
-    def decode_rows(x):
-      x = x.numpy()
-      rows = x.reshape(int(np.prod(x.shape[:-1])), x.shape[-1])
-      out = [self._decode(row.tolist()).encode("utf-8") for row in rows]
-      return np.array(out, dtype=object).reshape(x.shape[:-1])
-
-    ids = tf.convert_to_tensor(ids)
-    text = tf.py_function(decode_rows, [ids], tf.string)
-    text.set_shape(ids.shape[:-1])
-    return text
+  def _decode(self, ids: list[int]) -> str:
+    return self._tokenizer.decode(ids, skip_special_tokens=False)
 
   def _eq_key(self) -> tuple:
-    return (tuple(self._tokens), self._do_lower_case, self._max_chars)
+    return (self._json, self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id)
 
-  def __repr__(self) -> str:
-    return f"WordPieceVocabulary({self._vocab_file!r}, size={self.vocab_size})"
+  def __getstate__(self):
+    state = self.__dict__.copy()
+    del state["_tokenizer"]
+    return state
+
+  def __setstate__(self, state):
+    self.__dict__.update(state)
+    self._tokenizer = tokenizers.Tokenizer.from_str(self._json)
+    self._tokenizer.encode_special_tokens = True
 
 
-class XlmrSentencePieceVocabulary(_HFVocabulary):
+class WordPieceVocabulary(TokenizerVocabulary):
+  """mBERT's WordPiece tokenizer from a `vocab.txt` (ids and decoding equal
+  Hugging Face BertTokenizer with the same settings).
+
+  The pipeline is transformers' BertTokenizer, built with `tokenizers`:
+  BertNormalizer (clean text, isolate CJK characters, strip accents, lowercase),
+  BertPreTokenizer, WordPiece (`max_input_chars_per_word`), the WordPiece
+  decoder with its per-token clean-up, and `[CLS] a [SEP] b [SEP]` (type ids 0
+  then 1). Unlike transformers (whose default is uncased), `do_lower_case`
+  defaults to False: mBERT's released vocabulary is cased. `strip_accents=None`
+  follows `do_lower_case`. `special_tokens` are `<name>_token` settings.
+  """
+
+  def __init__(self, vocab_file: str, do_lower_case: bool = False, max_input_chars_per_word: int = 100,
+               strip_accents: Optional[bool] = None, tokenize_chinese_chars: bool = True, **special_tokens):
+    _check_keys(special_tokens, SPECIAL_KEYS)
+    text = _read_text(vocab_file).replace("\r\n", "\n").replace("\r", "\n")
+    tokens = text.split("\n")
+    if tokens[-1] == "":  # like `readlines()`: no token after the last newline
+      tokens.pop()
+    vocab = {tok: i for i, tok in enumerate(tokens)}  # a repeated token: the last line wins
+    specials = _special_ids(vocab, vocab_file, special_tokens)
+    cls, sep = tokens[specials["cls"]], tokens[specials["sep"]]
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(
+        vocab, unk_token=tokens[specials["unk"]], max_input_chars_per_word=max_input_chars_per_word))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=tokenize_chinese_chars, strip_accents=strip_accents,
+        lowercase=do_lower_case)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, specials["cls"]), (sep, specials["sep"])])
+    tokenizer.add_special_tokens([tokens[i] for i in specials.values()])
+    self._setup(tokenizer, vocab_file, special_tokens)
+
+
+class XlmrSentencePieceVocabulary(Vocabulary):
   """XLM-R's SentencePiece model with fairseq ids (equal to HF XLMRobertaTokenizer).
 
   `pad_id`=1, `unk_id`=3, `cls_id`=`bos_id`=0, `sep_id`=`eos_id`=2 and
-  `mask_id`=spm size + 1; see the module docstring for the id shift. Text is
-  normalised by sentencepiece itself (as in fairseq), which differs from the
-  `tokenizers` normaliser of transformers 5 on rare combining sequences, e.g.
-  "\u0930\u093c" (composed to U+0931 here, kept decomposed there).
+  `mask_id`=spm size + 1; see the module docstring for the id shift. Pairs are
+  `<s> a </s></s> b </s>`, all type ids 0. Text is normalised by sentencepiece
+  itself (as in fairseq), which differs from the `tokenizers` normaliser of
+  transformers 5 on rare combining sequences, e.g. "\u0930\u093c" (composed to
+  U+0931 here, kept decomposed there) or a combining mark after a no-break
+  space (kept here, dropped there).
   """
 
-  _extra_sep_in_pair = True
-  _type_id_b = 0
-
   def __init__(self, model_file: str):
-    super().__init__()
-    self._model_file = model_file
-    with tf.io.gfile.GFile(model_file, "rb") as f:
-      self._model = f.read()
-    self._sp = sentencepiece.SentencePieceProcessor(model_proto=self._model)
+    self._source = model_file
+    self._model = _read_bytes(model_file)
+    self._sp = self._processor()
     if (self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()) != (0, 1, 2):
-      raise ValueError(f"{model_file!r} is not laid out like XLM-R's model "
-                       "(expected unk=0, <s>=1, </s>=2).")
+      raise errors.DataError(f"{model_file}: not laid out like XLM-R's sentencepiece model "
+                             "(expected unk=0, <s>=1, </s>=2)")
     n = self._sp.get_piece_size()
     self._tokens = (["<s>", "<pad>", "</s>", "<unk>"]
                     + [self._sp.id_to_piece(i) for i in range(3, n)] + ["<mask>"])
     self._spm_to_id = np.concatenate([[3, 0, 2], np.arange(4, n + 1)]).astype(np.int32)
     self._cls_id, self._pad_id, self._sep_id, self._unk_id = 0, 1, 2, 3
     self._mask_id = n + 1
+    self._size = n + 2
+    self._layout = (((0, 0), ("A", 0), (2, 0)), ((0, 0), ("A", 0), (2, 0), (2, 0), ("B", 0), (2, 0)))
 
-  def _encode(self, s: str) -> list[int]:
+  def _processor(self) -> sentencepiece.SentencePieceProcessor:
+    try:
+      return sentencepiece.SentencePieceProcessor(model_proto=self._model)
+    except RuntimeError as e:
+      raise errors.DataError(f"{self._source}: not a sentencepiece model ({e})") from None
+
+  model_proto = property(lambda self: self._model, doc="The serialized sentencepiece model.")
+  spm_to_id = property(lambda self: self._spm_to_id, doc="Our id of each sentencepiece id.")
+  tokens = property(lambda self: self._tokens, doc="The token of each id.")
+
+  def encode(self, s: str) -> list[int]:
     return self._spm_to_id[self._sp.encode(s)].tolist()
 
-  def _detokenize(self, tokens: list[str]) -> str:
+  def _decode(self, ids: list[int]) -> str:
     """The `tokenizers` Metaspace decoder: "▁" -> " ", dropped in the first token."""
-    return "".join(t.replace("▁", " " if i else "") for i, t in enumerate(tokens))
-
-  def _encode_tf(self, s: tf.Tensor) -> tf.Tensor:
-    spm_ids = tf_text.SentencepieceTokenizer(model=self._model, out_type=tf.int32).tokenize(s)
-    return tf.gather(tf.constant(self._spm_to_id), spm_ids)
-
-  def _decode_tf(self, ids: tf.Tensor) -> tf.Tensor:
-    ids = tf.convert_to_tensor(ids)
-    shape = tf.shape(ids)
-    rows = tf.reshape(ids, [-1, shape[-1]])
-    rows = tf.ragged.boolean_mask(rows, tf.not_equal(rows, self.pad_id))
-    tokens = tf.gather(tf.constant(self._tokens), rows.flat_values)
-    position = (tf.range(tf.size(rows.flat_values, out_type=rows.row_splits.dtype))
-                - tf.gather(rows.row_starts(), rows.value_rowids()))
-    tokens = tf.where(position == 0,
-                      tf.strings.regex_replace(tokens, "▁", ""),
-                      tf.strings.regex_replace(tokens, "▁", " "))
-    text = tf.strings.reduce_join(rows.with_flat_values(tokens), axis=-1)
-    return tf.reshape(text, shape[:-1])
+    return "".join(self._tokens[i].replace("▁", " " if n else "") for n, i in enumerate(ids))
 
   def _eq_key(self) -> tuple:
     return (self._model,)
@@ -330,26 +372,32 @@ class XlmrSentencePieceVocabulary(_HFVocabulary):
 
   def __setstate__(self, state):
     self.__dict__.update(state)
-    self._sp = sentencepiece.SentencePieceProcessor(model_proto=self._model)
-
-  def __repr__(self) -> str:
-    return f"XlmrSentencePieceVocabulary({self._model_file!r}, size={self.vocab_size})"
+    self._sp = self._processor()
 
 
-def load_vocabulary(path: str, **kwargs) -> seqio.Vocabulary:
-  """The vocabulary stored at `path`: a `*.txt` WordPiece vocab, a `*.model` spm
-  model, or a (Hugging Face checkpoint) directory holding `vocab.txt` or
-  `sentencepiece.bpe.model`. `kwargs` go to the vocabulary's constructor."""
-  if tf.io.gfile.isdir(path):
-    for name, cls in (("vocab.txt", WordPieceVocabulary),
-                      ("sentencepiece.bpe.model", XlmrSentencePieceVocabulary)):
-      if tf.io.gfile.exists(os.path.join(path, name)):
-        return cls(os.path.join(path, name), **kwargs)
-  elif path.endswith(".txt"):
-    return WordPieceVocabulary(path, **kwargs)
+def load_vocabulary(path: str, **kwargs) -> Vocabulary:
+  """The vocabulary stored at `path`.
+
+  A (Hugging Face checkpoint) directory: its `sentencepiece.bpe.model` (XLM-R),
+  else its `tokenizer.json`, else its `vocab.txt` (WordPiece); the settings in
+  its `tokenizer_config.json` / `special_tokens_map.json` apply. A file: a
+  `*.model` sentencepiece model, a `*.json` tokenizers file or a `*.txt`
+  WordPiece vocabulary (with the settings of the config files next to it; a
+  bare vocab.txt is cased). `kwargs` (e.g. `do_lower_case=True`) override the
+  settings and go to the vocabulary's constructor.
+  """
+  if not _exists(path):
+    raise errors.MissingInputError(f"vocabulary not found: {path}")
+  if _isdir(path):
+    for name in ("sentencepiece.bpe.model", "tokenizer.json", "vocab.txt"):
+      if _exists(os.path.join(path, name)):
+        return load_vocabulary(os.path.join(path, name), **kwargs)
   elif path.endswith(".model"):
     return XlmrSentencePieceVocabulary(path, **kwargs)
-  raise ValueError(
-      f"Cannot load a vocabulary from {path!r}: expected a WordPiece 'vocab.txt', "
-      "a SentencePiece '*.model' file, or a directory containing 'vocab.txt' or "
-      "'sentencepiece.bpe.model'.")
+  elif path.endswith((".json", ".txt")):
+    cls = TokenizerVocabulary if path.endswith(".json") else WordPieceVocabulary
+    return cls(path, **{**checkpoint_settings(os.path.dirname(path)), **kwargs})
+  raise errors.DataError(
+      f"cannot load a vocabulary from {path}: expected a WordPiece 'vocab.txt', a SentencePiece "
+      "'*.model' file, a 'tokenizer.json', or a directory containing 'sentencepiece.bpe.model', "
+      "'tokenizer.json' or 'vocab.txt'")
