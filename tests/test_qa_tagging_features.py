@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from xtreme_jax.data import qa_features as Q
+from xtreme_jax.errors import ConfigError, DataError
 from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
 from xtreme_jax.data.vocabularies import WordPieceVocabulary, XlmrSentencePieceVocabulary
 from xtreme_jax.evaluation.span_decoding import best_spans
+from xtreme_jax.text import locate_answer
 
 CONTEXTS = {
     "zh": "北京是中华人民共和国的首都，也是全国的政治和文化中心。上海是中国最大的城市，人口超过两千万。ＡＢＣ公司",
@@ -272,6 +274,27 @@ def test_training_answer_edge_cases(wordpiece):
   empty = Q.qa_windows({"id": "e", "context": "", "question": "what"}, wordpiece, 40, 8, 8)
   assert len(empty) == 1 and (empty[0]["token_to_char"] < 0).all()
   assert best_spans(empty, np.zeros((1, 40)), np.zeros((1, 40))) == {"e": ""}
+
+
+def test_locate_answer_at_its_start_else_nearest():
+  ctx = "ab ab ab"
+  assert locate_answer(ctx, "ab", 3) == 3  # at answer_start
+  assert locate_answer(ctx, "ab", 4) == 3 and locate_answer(ctx, "ab", 5) == 6  # else the nearest occurrence
+  assert locate_answer("ab  ab", "ab", 2) == 0  # the first on ties
+  assert locate_answer("aaa", "aa", 2) == 1  # overlapping occurrences count
+  assert locate_answer(ctx, "ab", -5) == 0 and locate_answer(ctx, "ab", 99) == 6
+  assert locate_answer(ctx, "abc", 0) is None and locate_answer(ctx, "", 0) is None
+  # qa_windows trains on the same span the readers count as found (xtreme_readers.answer_in_context).
+  assert Q._answer_chars({"context": ctx, "answers": {"text": ["ab"], "answer_start": [5]}}) == (6, 8)
+
+
+def test_unknown_tag_and_bad_settings_are_user_errors(wordpiece):
+  with pytest.raises(DataError, match=r"^unknown tag\(s\) \['B-MISC'\]; allowed tags: O B-LOC$"):
+    tagging_windows(["Paris", "IBM"], wordpiece, 16, 4, ["B-LOC", "B-MISC"], {"O": 0, "B-LOC": 1})
+  with pytest.raises(ConfigError, match=r"context=16 must be in \[0, 14\)"):
+    tagging_windows(["Paris"], wordpiece, 16, 16)
+  with pytest.raises(ConfigError, match="must be positive"):
+    Q.doc_windows(10, 0, 4)
 
 
 # ----------------------------------------------------------------------------- decoding

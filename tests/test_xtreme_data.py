@@ -11,8 +11,8 @@ tfds = pytest.importorskip("tensorflow_datasets")
 
 from test_xtreme_tfds import NUM_EXAMPLES, _aligned_as_dataset  # noqa: E402  (the consistent mock)
 
-from xtreme_jax import cli  # noqa: E402
-from xtreme_jax.data import paths, xtreme_data, xtreme_readers, xtreme_translations  # noqa: E402
+from xtreme_jax import cli, errors  # noqa: E402
+from xtreme_jax.data import paths, xtreme_data, xtreme_readers, xtreme_tfds, xtreme_translations  # noqa: E402
 from xtreme_jax.data.xtreme_data import XtremeData  # noqa: E402
 from xtreme_jax.runs import xtreme  # noqa: E402
 
@@ -57,6 +57,17 @@ def test_tfds_source_reads_builders_and_falls_back_to_files_for_what_tfds_lacks(
   assert with_files.read("xnli", "de", "translate_test") == xtreme_translations.read(
       "xnli", SAMPLE_TR, "de", "translate_test")
   assert not data.available("bucc2018", "de", "test")  # TFDS holds only BUCC's gold pairs
+
+
+def test_tfds_translate_test_ids_are_checked_as_on_the_official_route(mocked, monkeypatch):
+  data = XtremeData("tfds", None)
+  assert len(data.read("xquad", "de", "translate_test")) == NUM_EXAMPLES
+  tfds_read = xtreme_tfds.read
+  renamed = lambda *args: [dict(r, id="renamed") if i == 0 else r for i, r in enumerate(tfds_read(*args))]
+  monkeypatch.setattr(xtreme_tfds, "read", renamed)  # the TFDS test split: one question has another id
+  with pytest.raises(errors.DataError, match=r"^xquad translate_test de: tfds:xquad/de:translate-test holds question "
+                                             r"ids the original test file tfds:xquad/de:test does not have, e\.g\. "):
+    data.read("xquad", "de", "translate_test")
 
 
 def test_tfds_not_prepared_is_unavailable(tmp_path):

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import logging
 import os
 import re
 import subprocess
@@ -9,7 +10,9 @@ import sys
 
 import pytest
 
+from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax.data.classification_source import TsvClassificationSource
 
 
 def _write(root, rel, data):
@@ -275,3 +278,114 @@ def test_module_imports_no_jax_or_tensorflow():
           "bad = [m for m in ('jax', 'tensorflow', 'tensorflow_datasets') if m in sys.modules]; "
           "assert not bad, bad")
   subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ----------------------------------------------------------------------------- issue 9: bad data files
+
+
+def test_bucc_blank_lines_are_skipped(tmp_path):
+  # The official files can end with a blank line; one inside holds no id either: both are skipped.
+  _write(tmp_path, "bucc2018/ru-en.dev.ru", "ru-1\tПривет\n\nru-2\tМир\n\n")
+  _write(tmp_path, "bucc2018/ru-en.dev.en", "en-1\tHello\r\nen-2\tWorld\r\n\r\n")
+  _write(tmp_path, "bucc2018/ru-en.dev.gold", "ru-1\ten-1\n\n")
+  assert xr.read_bucc2018(str(tmp_path), "ru", "dev") == {
+      "source": [("ru-1", "Привет"), ("ru-2", "Мир")], "target": [("en-1", "Hello"), ("en-2", "World")],
+      "gold": [("ru-1", "en-1")]}
+
+
+def test_non_utf8_files_name_line_and_byte(tmp_path):
+  path = _write(tmp_path, "xnli/dev-de.tsv", b"a\tb\tneutral\r\nGr\xfc\xdfe\tb\tneutral\r\n")
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)}:2 \(byte 15\): not UTF-8 \(byte 0xfc: invalid "
+                                             rf"start byte\); expected a UTF-8 text file of `text_a<TAB>text_b<TAB>"
+                                             rf"label` rows$"):
+    xr.read_xnli(str(tmp_path), "de", "dev")
+  # A byte-order mark is not part of the text but counts in the byte offset.
+  path = _write(tmp_path, "xquad/xquad.de.json", b'\xef\xbb\xbf{"data": [\n\n  "\xc3"]}')
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)}:3 \(byte 18\): not UTF-8 \(byte 0xc3"):
+    xr.read_xquad(str(tmp_path), "de", "test")
+  path = _write(tmp_path, "tr.tsv", b"a\tb\t\x80\n")
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)}:1 \(byte 4\): not UTF-8"):
+    _ = TsvClassificationSource(path, "unused", ("x",)).rows
+
+
+@pytest.mark.parametrize("task,lg,split,rel,data,expected", [
+    ("xnli", "fr", "dev", "xnli/dev-fr.tsv", b"", "`text_a<TAB>text_b<TAB>label` rows"),
+    ("pawsx", "ko", "test", "pawsx/test-ko.tsv", b"\r\n\r\n", "`text_a<TAB>text_b[<TAB>label]` rows"),
+    ("panx", "ta", "train", "panx/train-ta.tsv", b"\n \n", "`token<TAB>TAG` per line, a blank line between"),
+    ("udpos", "ja", "test", "udpos/test-ja.tsv", b"", "one token per line"),
+    ("squad", "en", "train", "squad/train-v1.1.json", b"  \n", "SQuAD v1.1 JSON"),
+    ("tatoeba", "fa", "test", "tatoeba/fa-en.fa", b"", "one sentence per line"),
+    ("bucc2018", "zh", "test", "bucc2018/zh-en.test.zh", b"\n", "`id<TAB>sentence` lines"),
+])
+def test_empty_files_are_refused(tmp_path, task, lg, split, rel, data, expected):
+  _write(tmp_path, "tatoeba/fa-en.en", "x\n")  # the other sides, not empty
+  _write(tmp_path, "bucc2018/zh-en.test.en", "en-1\tx\n")
+  path = _write(tmp_path, rel, data)
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)} is empty; expected {re.escape(expected)}"):
+    xr.read(task, str(tmp_path), lg, split)
+
+
+def test_squad_file_without_questions_is_refused(tmp_path):
+  path = _write(tmp_path, "mlqa/MLQA_V1/dev/dev-context-de-question-de.json", _squad([{"paragraphs": []}]))
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)} holds no questions; expected SQuAD v1.1 JSON"):
+    xr.read_mlqa(str(tmp_path), "de", "dev")
+
+
+def test_unknown_tags_name_file_line_and_allowed_tags(tmp_path):
+  assert len(xr.UPOS_TAGS) == 17 and "_" not in xr.UPOS_TAGS
+  assert set(xr.PANX_TAGS) == {f"{p}-{t}" for p in "BI" for t in ("LOC", "ORG", "PER")} | {"O"}
+  path = _write(tmp_path, "panx/train-nl.tsv", "Jan\tB-PER\n\nAmsterdam\tB-LOC\nof\tO\nIBM\tB-MISC\n")
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)}:5: malformed row: unknown tag 'B-MISC'; allowed "
+                                             rf"tags: B-LOC B-ORG B-PER I-LOC I-ORG I-PER O$"):
+    xr.read_panx(str(tmp_path), "nl", "train")
+  path = _write(tmp_path, "udpos/dev-nl.tsv", "De\tDET\nkat\tNOUNS\n")
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)}:2: malformed row: unknown tag 'NOUNS'; allowed "
+                                             rf"tags: ADJ ADP .* VERB X$"):
+    xr.read_udpos(str(tmp_path), "nl", "dev")
+  _write(tmp_path, "udpos/test-nl.tsv", "De\tGARBAGE\nkat\n")  # test files: tokens only, a stray column ignored
+  assert xr.read_udpos(str(tmp_path), "nl", "test")[0]["tokens"] == ["De", "kat"]
+
+
+def _squad_train(root, answers):
+  """squad/train-v1.1.json with one question per (text, start) answer on the context "Paris is big."."""
+  qas = [{"id": f"q{i}", "question": "?", "answers": [{"text": t, "answer_start": s}]} for i, (t, s) in
+         enumerate(answers)]
+  return _write(root, "squad/train-v1.1.json", _squad([{"title": "T", "paragraphs": [
+      {"context": "Paris is big.", "qas": qas}]}]))
+
+
+def test_training_answers_not_in_the_context_are_counted_and_refused(tmp_path, caplog):
+  assert xr.MAX_BAD_ANSWER_FRACTION == 0.05
+  good = [("Paris", 0)] * 17 + [("big", 0)]  # "big" is misplaced but found in the context: trained on, not counted
+  path = _squad_train(tmp_path, good + [("Rome", 0), ("Paris", 0)])
+  with caplog.at_level(logging.WARNING):
+    assert len(xr.read_squad(str(tmp_path), "en", "train")) == 20  # 1 of 20 = 5%: logged once, not refused
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{path}: 1 of 20 training questions have an answer that is not in their context (not at answer_start and "
+      f"nowhere else), e.g. ids ['q18']; they are not trained on"]
+  _squad_train(tmp_path, good + [("Rome", 0), ("", 0)])  # an empty answer cannot be trained on either
+  with pytest.raises(errors.DataError, match=rf"^{re.escape(path)}: 2 of 20 training questions have an answer that "
+                                             rf"is not in their context .*e\.g\. ids \['q18', 'q19'\]: more than the "
+                                             rf"5% allowed; expected answers with text =="):
+    xr.read_squad(str(tmp_path), "en", "train")
+  _write(tmp_path, "squad/dev-v1.1.json", (tmp_path / "squad/train-v1.1.json").read_text())
+  assert len(xr.read_squad(str(tmp_path), "en", "dev")) == 20  # evaluation files are not checked
+
+
+def test_reader_errors_are_user_errors(tmp_path):
+  with pytest.raises(errors.ConfigError):
+    xr.read("nope", str(tmp_path), "en", "dev")
+  with pytest.raises(errors.ConfigError):
+    xr.read("xnli", str(tmp_path), "xx", "dev")
+  with pytest.raises(errors.MissingInputError):
+    xr.read("xnli", str(tmp_path), "de", "dev")
+  _write(tmp_path, "xnli/dev-de.tsv", "a\tb\n")
+  with pytest.raises(errors.DataError, match=r"dev-de\.tsv:1: malformed row"):
+    xr.read("xnli", str(tmp_path), "de", "dev")
+  _write(tmp_path, "xquad/xquad.de.json", "{")
+  with pytest.raises(errors.DataError, match=r"xquad\.de\.json:1: not valid JSON: .* \(column 2\); expected SQuAD"):
+    xr.read("xquad", str(tmp_path), "de", "test")
+  _write(tmp_path, "tatoeba/fa-en.fa", "a\n")
+  _write(tmp_path, "tatoeba/fa-en.en", "a\nb\n")
+  with pytest.raises(errors.DataError, match="must be line-aligned"):
+    xr.read("tatoeba", str(tmp_path), "fa", "test")

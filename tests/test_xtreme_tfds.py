@@ -5,6 +5,9 @@ data (with `MockPolicy.USE_CODE` no metadata files are needed), and the missing-
 test points `data_dir` at an empty folder with `download=False`.
 """
 
+import logging
+import warnings
+
 import numpy as np
 import pytest
 
@@ -13,6 +16,7 @@ tfds = pytest.importorskip("tensorflow_datasets")
 
 from tensorflow_datasets.testing.mocking import RandomFakeGenerator  # noqa: E402
 
+from xtreme_jax import errors  # noqa: E402
 from xtreme_jax.data import xtreme_readers as xr  # noqa: E402
 from xtreme_jax.data import xtreme_tfds as xt  # noqa: E402
 
@@ -24,9 +28,11 @@ def _aligned_as_dataset(self, split, decoders=None, read_config=None, shuffle_fi
   """Random examples from the builder's feature spec, made consistent like real data.
 
   The stock mock draws every variable-length field with its own length (tokens vs tags,
-  answer texts vs starts) and random language codes; real TFDS data never looks like
-  that. Here all variable dims get length 10, TranslationVariableLanguages fields hold
-  the feature's languages, and tydi_qa ids carry a language-name prefix.
+  answer texts vs starts), random language codes and answers that are not in their
+  context; real TFDS data never looks like that. Here all variable dims get length 10,
+  TranslationVariableLanguages fields hold the feature's languages, QA answers are
+  spans of their context at their answer_start, and tydi_qa ids carry a language-name
+  prefix.
   """
   del decoders, read_config, shuffle_files
   features = self.info.features
@@ -43,6 +49,11 @@ def _aligned_as_dataset(self, split, decoders=None, read_config=None, shuffle_fi
           langs = sorted(feature.languages)
           ex[key] = {"language": np.array(langs, dtype=object),
                      "translation": np.array([f"{lg} text {rng.integers(99)}" for lg in langs], dtype=object)}
+      if "answers" in ex and "context" in ex:
+        context = xt._s(ex["context"])
+        starts = rng.choice([k for k, c in enumerate(context) if c != " "], len(ex["answers"]["text"]))
+        ex["answers"] = {"text": np.array([context[k:k + 3] for k in starts], dtype=object),
+                         "answer_start": starts.astype(np.int32)}
       if self.name == "tydi_qa":
         ex["id"] = f"{tydi_names[i % len(tydi_names)]}-{i}-0"
       yield ex
@@ -145,7 +156,9 @@ def test_translations_load_and_convert(mocked):
     mocked.clear()
     out = xt.read_translation(task, None, lg, kind)
     name, _, config = src.name.partition("/")
-    assert mocked == [(name, config or None, src.split)], (task, kind)
+    # translate_test ids are checked against the TFDS test split (item: as the official route does)
+    also = [(name, config, "test")] if kind == "translate_test" else []
+    assert mocked == [(name, config or None, src.split)] + also, (task, kind)
     _check_schema(task, "train", out)
     if task in ("xnli", "pawsx"):
       assert out[0]["id"] == f"{task}-{lg}-{kind}-0"
@@ -288,7 +301,9 @@ def test_squad_record_and_tydiqa_language_routing():
   assert [r["id"] for r in xt.convert_tydiqa_train(examples, "tydiqa", "fi", "train")] == [
       "finnish-1-0", "finnish-3-1"]
   assert [r["id"] for r in xt.convert_tydiqa_train(examples, "tydiqa", "en", "train")] == ["english-4-0"]
-  assert xt.convert_tydiqa_train(examples, "tydiqa", "ko", "train") == []
+  with pytest.raises(errors.DataError, match=r"^tfds:tydi_qa/goldp:train holds no korean question \(no id starts "
+                                             r"with 'korean-'\) among its 4$"):
+    xt.convert_tydiqa_train(examples, "tydiqa", "ko", "train")  # never 0 training examples silently
   bad = qa(b"x")
   bad["answers"]["answer_start"] = np.array([0], dtype=np.int32)
   with pytest.raises(ValueError, match="2 answer texts but 1 starts"):
@@ -331,5 +346,95 @@ def test_translate_test_ids_checked_against_official_file(mocked, tmp_path):
   write([r["id"] for r in records])
   assert xt.read_translation("xquad", None, "de", "translate_test", str(tmp_path)) == records
   write([r["id"] for r in records[:-1]] + ["other-id"])
-  with pytest.raises(ValueError, match="ids not in the official file"):
+  with pytest.raises(errors.DataError, match=rf"^xquad translate_test de: tfds:xquad/de:translate-test holds question "
+                                             rf"ids the original test file {tmp_path}/xquad/xquad.de.json does not "
+                                             rf"have, e.g. \['{records[-1]['id']}'\]; the translation lacks question "
+                                             rf"ids of the original, e.g. \['other-id'\]; translated questions"):
     xt.read_translation("xquad", None, "de", "translate_test", str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- issue 9: trustworthy data
+
+
+def _qa(qid, context, texts, starts):
+  return {"id": qid, "title": b"", "context": context, "question": b"q?",
+          "answers": {"text": np.array(texts, dtype=object), "answer_start": np.array(starts, dtype=np.int32)}}
+
+
+def test_tydiqa_train_ids_without_language_prefix_are_refused():
+  examples = [_qa(b"finnish-1-0", b"Helsinki", [b"Helsinki"], [0]), _qa(b"1234-0", b"Oulu", [b"Oulu"], [0]),
+              _qa(b"5678", b"Turku", [b"Turku"], [0])]
+  with pytest.raises(errors.DataError, match=r"^tfds:tydi_qa/goldp:train: 2 of 3 question ids carry no TyDiQA "
+                                             r"language prefix \(e\.g\. \['1234-0', '5678'\]\) and the builder has "
+                                             r"no language feature.*expected ids like 'finnish-<n>-<k>'"):
+    xt.convert_tydiqa_train(examples, "tydiqa", "fi", "train")
+
+
+def test_duplicate_ids_keep_the_answers_of_their_own_context(caplog):
+  # What TFDS's squadlike generator yields for id "a" asked on two paragraphs: the first
+  # paragraph's context with the answers of both (the second's offset is into its own context).
+  merged = _qa(b"a", b"Paris is big. Rome is not.", [b"Paris", b"Lyon", b"Rome", b""], [0, 0, 0, 0])
+  rec = xt.squad_record(merged)
+  assert rec["context"] == "Paris is big. Rome is not."
+  # "Lyon" is not in this context: dropped; "Rome" is, but not at 0: moved to where it is; "" (stripped) kept.
+  assert rec["answers"] == {"text": ["Paris", "Rome", ""], "answer_start": [0, 14, 0]}
+  assert xt.own_answers("abc", ["x"], [1]) == (["x"], [1])  # none in the context: the data is broken, kept as given
+  with caplog.at_level(logging.INFO):
+    assert [r["answers"]["text"] for r in xt.convert_squad([merged], "squad", "en", "train")] == [
+        ["Paris", "Rome", ""]]
+  assert "squad en train: dropped 1 answers not in their question's context" in caplog.text
+
+
+def test_training_answers_outside_the_context_are_refused_on_tfds(monkeypatch, caplog):
+  examples = [_qa(f"q{i}".encode(), b"Helsinki is big.", [b"Helsinki"], [0]) for i in range(20)]
+  examples[3] = _qa(b"q3", b"Helsinki is big.", [b"Oslo"], [0])
+  monkeypatch.setattr(xt, "_load", lambda name, split, data_dir: list(examples))
+  assert len(xt.read("squad", None, "en", "train")) == 20  # 1 of 20 (5%): logged, not refused
+  assert "tfds:squad/v1.1:train: 1 of 20 training questions have an answer that is not in their context" in caplog.text
+  examples[4] = _qa(b"q4", b"Helsinki is big.", [b"Oslo"], [0])
+  with pytest.raises(errors.DataError, match=r"^tfds:squad/v1.1:train: 2 of 20 training questions have an answer "
+                                             r"that is not in their context .* more than the 5% allowed"):
+    xt.read("squad", None, "en", "train")
+  assert len(xt.read("squad", None, "en", "dev")) == 20  # evaluation sets are not checked (gold texts only)
+  with pytest.raises(errors.DataError, match="^tfds:xquad/de:translate-train: 2 of 20"):
+    xt.read_translation("xquad", None, "de", "translate_train")
+
+
+def test_translate_test_ids_checked_against_the_tfds_test_split(mocked, monkeypatch):
+  records = xt.read_translation("xquad", None, "ar", "translate_test")
+  original = xt.read("xquad", None, "ar", "test")
+  assert sorted(r["id"] for r in records) == sorted(r["id"] for r in original)
+  monkeypatch.setattr(xt, "read", lambda *args: original[1:])  # the test split lacks one question
+  with pytest.raises(errors.DataError, match=r"^xquad translate_test ar: tfds:xquad/ar:translate-test has 10 questions "
+                                             r"but the original test file tfds:xquad/ar:test has 9; tfds:xquad/ar:"
+                                             r"translate-test holds question ids the original test file"):
+    xt.read_translation("xquad", None, "ar", "translate_test")
+
+
+def test_reading_tfds_is_quiet_but_actionable_warnings_pass(mocked, tmp_path, caplog):
+  from xtreme_jax.data import xtreme_data
+  from tensorflow_datasets.core.utils import tqdm_utils
+  caplog.set_level(logging.DEBUG)
+  caplog.set_level(logging.DEBUG, logger="absl")
+  xtreme_data._tfds_prepared.cache_clear()
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    assert len(xt.read("panx", None, "de", "dev")) == NUM_EXAMPLES
+    assert len(xt.read_translation("xquad", None, "de", "translate_test")) == NUM_EXAMPLES
+    # Probing an unprepared dataset: TFDS warns "Variant folder ... has no dataset_info.json" each time.
+    assert not xtreme_data.XtremeData("tfds", str(tmp_path)).available("panx", "sw", "test")
+  tfds_records = [r for r in caplog.records if "tensorflow_datasets" in r.pathname]
+  allowed = ()  # TFDS records a run may show here: none
+  assert [r.getMessage() for r in tfds_records if r.msg not in allowed] == []
+  assert [str(w.message) for w in caught] == []
+  assert tqdm_utils._active  # the progress-bar switch is restored
+  # Actionable TFDS warnings still pass the filter, routine ones do not.
+  import tensorflow_datasets.core.utils.file_utils as fu
+  def record(level, msg):
+    return logging.LogRecord("absl", level, fu.__file__, 1, msg, ("x", "y"), None)
+  noise = xt._TfdsNoise()
+  assert noise.filter(record(logging.WARNING, "Found a different version of the requested dataset %s %s"))
+  assert noise.filter(record(logging.ERROR, "Failed %s %s"))
+  assert not noise.filter(record(logging.WARNING, "Variant folder %s has no %s"))
+  assert not noise.filter(record(logging.INFO, "Constructing tf.data.Dataset %s for split %s"))
+  assert noise.filter(logging.LogRecord("xtreme_jax", logging.INFO, __file__, 1, "ours", (), None))

@@ -3,19 +3,24 @@
 Reads rows as the official XTREME TSVs are read: split on tabs, no quote
 handling (quote characters stay literal), CRLF tolerated. Pairs are
 truncated longest-first to fit `seq_len` with the vocabulary's specials.
+A file that is not UTF-8, is empty or has a bad row raises `errors.DataError`
+naming it (and the line).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Optional
 
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.data import paths
 from xtreme_jax.data.sources import IndexedSource
 from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.text import read_utf8
 
 
 def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], list[int]]:
@@ -52,20 +57,20 @@ class TsvClassificationSource(IndexedSource):
     need = max(max(self.text_columns), self.label_column) + 1
     rows = []
     path = paths.resolve(self.data_dir, self.path)
-    with open(path, encoding="utf-8", newline="") as f:
-      for lineno, line in enumerate(f, 1):
-        line = line.rstrip("\r\n")
-        if not line:
-          continue
-        cols = line.split("\t")
-        if len(cols) < need:
-          raise ValueError(f"{path}:{lineno}: expected at least {need} tab-separated columns, got {len(cols)}")
-        label = cols[self.label_column].strip()
-        if label not in index:
-          raise ValueError(f"{path}:{lineno}: label {label!r} is not one of {list(self.labels)}")
-        rows.append(([cols[c] for c in self.text_columns], index[label]))
-    if not rows:
-      raise ValueError(f"{path} holds no examples")
+    if not os.path.isfile(path):
+      raise errors.MissingInputError(f"classification data file {path} does not exist")
+    expected = f"tab-separated rows, label in column {self.label_column} (0-based)"
+    for lineno, line in enumerate(read_utf8(path, expected).split("\n"), 1):
+      line = line.rstrip("\r")
+      if not line:
+        continue
+      cols = line.split("\t")
+      if len(cols) < need:
+        raise errors.DataError(f"{path}:{lineno}: expected at least {need} tab-separated columns, got {len(cols)}")
+      label = cols[self.label_column].strip()
+      if label not in index:
+        raise errors.DataError(f"{path}:{lineno}: label {label!r} is not one of {list(self.labels)}")
+      rows.append(([cols[c] for c in self.text_columns], index[label]))
     return rows
 
   @property

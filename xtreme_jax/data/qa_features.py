@@ -16,6 +16,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from xtreme_jax.errors import ConfigError
+from xtreme_jax.text import locate_answer
+
 
 def whitespace_words(text: str) -> list[tuple[int, int]]:
   """(start, end) character spans of the whitespace-separated words of `text`."""
@@ -133,7 +136,7 @@ def tokenize_with_offsets(text: str, vocab) -> tuple[list[int], list[tuple[int, 
 def doc_windows(num_tokens: int, window_len: int, doc_stride: int) -> list[tuple[int, int]]:
   """(start, length) of BERT's doc-stride windows; one (possibly empty) window at least."""
   if window_len <= 0 or doc_stride <= 0:
-    raise ValueError(f"window_len={window_len} and doc_stride={doc_stride} must be positive")
+    raise ConfigError(f"window_len={window_len} and doc_stride={doc_stride} must be positive")
   spans, start = [], 0
   while True:
     length = min(window_len, num_tokens - start)
@@ -161,13 +164,9 @@ def _answer_chars(example: dict) -> Optional[tuple[int, int]]:
   texts, starts = answers.get("text") or [], answers.get("answer_start") or []
   if not texts or not texts[0]:
     return None
-  text, start = texts[0], int(starts[0]) if starts else 0
-  if context[start:start + len(text)] != text:
-    found = [m.start() for m in re.finditer(re.escape(text), context)]
-    if not found:
-      return None
-    start = min(found, key=lambda f: abs(f - start))
-  return start, start + len(text)
+  text = texts[0]
+  start = locate_answer(context, text, int(starts[0]) if starts else 0)
+  return None if start is None else (start, start + len(text))
 
 
 def qa_windows(example: dict, vocab, max_seq_len: int = 384, doc_stride: int = 128,
@@ -182,7 +181,9 @@ def qa_windows(example: dict, vocab, max_seq_len: int = 384, doc_stride: int = 1
   query/special/pad positions), "is_max_context" (int32 [max_seq_len]); with
   `is_training` also "start_positions" / "end_positions" (int32 scalars: the
   answer's first/last token in this window, 0 = CLS if not fully inside).
-  Training examples whose answer cannot be found in the context give [].
+  Training examples whose answer cannot be found in the context give [] (the readers
+  count them per file and refuse a file with too many:
+  `xtreme_readers.check_training_answers`).
   """
   context = example["context"]
   query = list(vocab.encode(example["question"]))[:max_query_len]

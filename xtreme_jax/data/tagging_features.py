@@ -14,6 +14,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from xtreme_jax.errors import ConfigError, DataError
+
 IGNORE_LABEL = -100
 
 
@@ -39,12 +41,15 @@ def tagging_windows(tokens: Sequence[str], vocab, max_seq_len: int = 128, contex
     word_labels = [0] * len(tokens)
   else:
     if len(tags) != len(tokens):
-      raise ValueError(f"{len(tags)} tags for {len(tokens)} words")
+      raise DataError(f"{len(tags)} tags for {len(tokens)} words")
+    unknown = sorted({t for t in tags if t not in label_map}) if label_map is not None else []
+    if unknown:
+      raise DataError(f"unknown tag(s) {unknown}; allowed tags: {' '.join(label_map)}")
     word_labels = [label_map[t] if label_map is not None else int(t) for t in tags]
   specials, _ = vocab.build_inputs([])
   budget = max_seq_len - len(specials)
   if not 0 <= context < budget:
-    raise ValueError(f"context={context} must be in [0, {budget}) for max_seq_len={max_seq_len}")
+    raise ConfigError(f"context={context} must be in [0, {budget}) for max_seq_len={max_seq_len}")
   prefix = len(specials) - 1  # [CLS] ... [SEP]: subwords start after the first special
 
   windows, start, pred_start = [], 0, 0

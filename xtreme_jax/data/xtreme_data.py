@@ -14,7 +14,8 @@ through, so the choice is a single Gin / function argument:
   (`xtreme_tfds.TRANSLATIONS`) come from TFDS; the others (XNLI / PAWS-X /
   MLQA translate-test, pseudo test sets) from `translations_dir`, which then
   has no default. bucc2018 is refused: TFDS holds only its gold pairs (see
-  `xtreme_tfds`).
+  `xtreme_tfds`). XQuAD translate_test question ids are checked against the TFDS
+  test split, as the official route checks them against the test file.
 
 Records have the schemas of `xtreme_readers.read` either way.
 """
@@ -26,6 +27,7 @@ import functools
 import os
 from typing import Optional
 
+from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers as readers, xtreme_tfds, xtreme_translations as translations
 
 SOURCES = ("official", "tfds")
@@ -42,9 +44,9 @@ class XtremeData:
 
   def __post_init__(self):
     if self.source not in SOURCES:
-      raise ValueError(f"data source {self.source!r}; expected one of {SOURCES}")
+      raise errors.ConfigError(f"data source {self.source!r}; expected one of {SOURCES}")
     if self.source == "official" and not self.data_dir:
-      raise ValueError("the official XTREME layout needs data_dir (the `download/` folder)")
+      raise errors.ConfigError("the official XTREME layout needs data_dir (the `download/` folder)")
 
   @property
   def translations_root(self) -> Optional[str]:
@@ -60,7 +62,7 @@ class XtremeData:
   def _translations_root(self, task: str, kind: str) -> str:
     root = self.translations_root
     if root is None:
-      raise ValueError(f"TFDS has no {kind} data for {task}; set translations_dir to a copy of "
+      raise errors.ConfigError(f"TFDS has no {kind} data for {task}; set translations_dir to a copy of "
                        f"{translations.BUCKET} to read it from files")
     return root
 
@@ -105,6 +107,7 @@ class XtremeData:
 def _tfds_prepared(name: str, data_dir: Optional[str]) -> bool:
   import tensorflow_datasets as tfds  # heavy: imported on use only
   try:
-    return tfds.builder(name, data_dir=data_dir, try_gcs=False).is_prepared()
+    with xtreme_tfds.quiet_tfds():  # TFDS warns for every dataset that is not prepared
+      return tfds.builder(name, data_dir=data_dir, try_gcs=False).is_prepared()
   except Exception:  # pylint: disable=broad-except  # unknown config / missing metadata: not available
     return False

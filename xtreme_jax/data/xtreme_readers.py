@@ -25,6 +25,18 @@ Schemas (all strings are returned exactly as stored, apart from line ends):
 * tatoeba -> `{"source": [...], "target": [...]}`, line i with line i. The
   released English side is sorted (which hides the gold); it is read as is.
 
+Bad files raise `errors.DataError` (a `ValueError`) naming the file and, where
+there is one, the line (and byte): a file that is not UTF-8 or is empty
+(whitespace only), a malformed row, an unknown label or, in train / dev files, an
+unknown tag (`PANX_TAGS`, `UPOS_TAGS`), invalid JSON, a SQuAD file without
+questions, and a training QA file (squad / tydiqa train) in which more than
+`MAX_BAD_ANSWER_FRACTION` of the questions have an answer that is not in their
+context (fewer are logged in one warning per file; training skips them). A missing
+file raises `errors.MissingInputError`, an unknown task / language / split
+`errors.ConfigError`. Blank lines are skipped in row formats (xnli, pawsx,
+bucc2018, including the trailing blank line some bucc2018 files end with); tagging
+files use them between sentences; tatoeba reads every line as a sentence.
+
 PAN-X `lg:` token prefixes: the raw WikiANN files hold tokens like
 `en:London`. The official `utils_preprocess.py::panx_preprocess`
 (google-research/xtreme) cuts every token at its first `:`
@@ -47,11 +59,20 @@ bucc2018 -> `bucc`, tatoeba -> `tatoeba`, squad -> `squad`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any, Callable, NamedTuple, Optional
 
+from xtreme_jax import errors, text
+
 XNLI_LABELS = ("contradiction", "entailment", "neutral")
 PAWSX_LABELS = ("0", "1")
+PANX_TAGS = ("B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER", "O")  # IOB2 over LOC / ORG / PER
+UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
+             "PUNCT", "SCONJ", "SYM", "VERB", "X")  # the 17 Universal Dependencies POS tags
+# A training QA file in which more than this fraction of the questions have an answer that is
+# not in their context is refused (`check_training_answers`); fewer are logged and skipped.
+MAX_BAD_ANSWER_FRACTION = 0.05
 
 XNLI_LANGS = tuple("ar bg de el en es fr hi ru sw th tr ur vi zh".split())
 PAWSX_LANGS = tuple("de en es fr ja ko zh".split())
@@ -101,20 +122,20 @@ def file_path(task: str, data_dir: str, language: str, split: str, part: Optiona
 
 def _check(task: str, language: str, split: str) -> None:
   if task not in TASKS:
-    raise ValueError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    raise errors.ConfigError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
   splits = TASKS[task].languages
   if split not in splits:
-    raise ValueError(f"{task} has no split {split!r}; valid splits: {', '.join(splits)}")
+    raise errors.ConfigError(f"{task} has no split {split!r}; valid splits: {', '.join(splits)}")
   every = sorted({lg for lgs in splits.values() for lg in lgs})
   if language not in every:
-    raise ValueError(f"unknown language {language!r} for {task}; valid languages: {' '.join(every)}")
+    raise errors.ConfigError(f"unknown language {language!r} for {task}; valid languages: {' '.join(every)}")
   if language not in splits[split]:
-    raise ValueError(f"{task} has no {split!r} split for {language!r}; languages with {split}: "
-                     f"{' '.join(splits[split])}")
+    raise errors.ConfigError(f"{task} has no {split!r} split for {language!r}; languages with {split}: "
+                             f"{' '.join(splits[split])}")
 
 
-def _missing(task: str, path: str) -> FileNotFoundError:
-  return FileNotFoundError(
+def _missing(task: str, path: str) -> errors.MissingInputError:
+  return errors.MissingInputError(
       f"{task}: expected file {path} does not exist. Obtain the data by running the official XTREME "
       f"`scripts/download_data.sh` (github.com/google-research/xtreme) and pass its `download/` directory "
       f"as data_dir (the TFDS builder `{TFDS_BUILDERS[task]}` holds the same data).")
@@ -127,22 +148,21 @@ def _path(task: str, data_dir: str, language: str, split: str, part: Optional[st
   return path
 
 
-def _lines(path: str) -> list[tuple[int, str]]:
+def _lines(path: str, expected: str) -> list[tuple[int, str]]:
   """(1-based line number, line) with `\\n` / `\\r\\n` removed; no other whitespace touched.
 
   Only `\\n` splits lines (not the Unicode separators str.splitlines honours), so
-  text fields holding U+2028, U+0085 and similar survive intact.
+  text fields holding U+2028, U+0085 and similar survive intact. The file must be
+  UTF-8 and not empty (`text.read_utf8`; `expected` says what it should hold).
   """
-  with open(path, encoding="utf-8-sig", newline="") as f:
-    text = f.read()
-  lines = text.split("\n")
+  lines = text.read_utf8(path, expected).split("\n")
   if lines and lines[-1] == "":
     lines.pop()
   return [(n, line[:-1] if line.endswith("\r") else line) for n, line in enumerate(lines, 1)]
 
 
-def _malformed(path: str, lineno: int, why: str) -> ValueError:
-  return ValueError(f"{path}:{lineno}: malformed row: {why}")
+def _malformed(path: str, lineno: int, why: str) -> errors.DataError:
+  return errors.DataError(f"{errors.location(path, lineno)}: malformed row: {why}")
 
 
 # ----------------------------------------------------------------------------- pair classification
@@ -152,8 +172,9 @@ def _read_pairs(task: str, data_dir: str, language: str, split: str, labels: tup
   _check(task, language, split)
   path = _path(task, data_dir, language, split)
   widths = (2, 3) if split == "test" else (3,)
+  expected = "`text_a<TAB>text_b" + ("[<TAB>label]` rows" if split == "test" else "<TAB>label` rows")
   out = []
-  for n, line in _lines(path):
+  for n, line in _lines(path, expected):
     if not line.strip():
       continue
     cols = line.split("\t")
@@ -180,11 +201,14 @@ def read_pawsx(data_dir: str, language: str, split: str) -> list[dict]:
 # ----------------------------------------------------------------------------- tagging (CoNLL-like)
 
 
-def _read_tagging(task: str, data_dir: str, language: str, split: str, prefix: str = "") -> list[dict]:
+def _read_tagging(task: str, data_dir: str, language: str, split: str, allowed: tuple,
+                  prefix: str = "") -> list[dict]:
+  """Sentences of a tagging file; train / dev tags must be in `allowed`."""
   _check(task, language, split)
   path = _path(task, data_dir, language, split)
+  expected = f"{'one token' if split == 'test' else '`token<TAB>TAG`'} per line, a blank line between sentences"
   sentences, tokens, tags = [], [], []
-  for n, line in _lines(path) + [(0, "")]:  # sentinel flushes a final sentence with no blank line
+  for n, line in _lines(path, expected) + [(0, "")]:  # sentinel flushes a final sentence with no blank line
     if not line.strip():
       if tokens:
         sentences.append((tokens, None if split == "test" else tags))
@@ -196,6 +220,8 @@ def _read_tagging(task: str, data_dir: str, language: str, split: str, prefix: s
     elif len(cols) != 2:
       why = "no tab between token and tag" if len(cols) == 1 else f"{len(cols)} tab-separated columns"
       raise _malformed(path, n, f"{why}, expected `token<TAB>TAG`")
+    elif cols[1].strip() not in allowed:
+      raise _malformed(path, n, f"unknown tag {cols[1].strip()!r}; allowed tags: {' '.join(allowed)}")
     else:
       tokens.append(cols[0])
       tags.append(cols[1].strip())
@@ -207,12 +233,12 @@ def _read_tagging(task: str, data_dir: str, language: str, split: str, prefix: s
 
 def read_panx(data_dir: str, language: str, split: str) -> list[dict]:
   """`panx/{split}-{lg}.tsv`: `token\\tTAG` lines (IOB2), blank line between sentences."""
-  return _read_tagging("panx", data_dir, language, split, prefix=f"{language}:")
+  return _read_tagging("panx", data_dir, language, split, PANX_TAGS, prefix=f"{language}:")
 
 
 def read_udpos(data_dir: str, language: str, split: str) -> list[dict]:
   """`udpos/{split}-{lg}.tsv`: `word\\tUPOS` lines, blank line between sentences."""
-  return _read_tagging("udpos", data_dir, language, split)
+  return _read_tagging("udpos", data_dir, language, split, UPOS_TAGS)
 
 
 # ----------------------------------------------------------------------------- SQuAD v1.1 JSON
@@ -220,16 +246,21 @@ def read_udpos(data_dir: str, language: str, split: str) -> list[dict]:
 
 def _read_squad(task: str, data_dir: str, language: str, split: str) -> list[dict]:
   _check(task, language, split)
-  return parse_squad(_path(task, data_dir, language, split))
+  path = _path(task, data_dir, language, split)
+  records = parse_squad(path)
+  return check_training_answers(records, path) if split == "train" else records
+
+
+SQUAD_FORMAT = "SQuAD v1.1 JSON (data / paragraphs / context, qas / id, question, answers / text, answer_start)"
 
 
 def parse_squad(path: str) -> list[dict]:
-  """The question records (schema above) of one SQuAD v1.1 JSON file at `path`."""
-  with open(path, encoding="utf-8-sig") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+  """The question records (schema above) of one SQuAD v1.1 JSON file at `path` (at least one)."""
+  try:
+    data = json.loads(text.read_utf8(path, SQUAD_FORMAT))
+  except json.JSONDecodeError as e:
+    raise errors.DataError(f"{errors.location(path, e.lineno)}: not valid JSON: {e.msg} (column {e.colno}); "
+                           f"expected {SQUAD_FORMAT}") from None
   out, seen = [], set()
   try:
     all_ids = {qa["id"] for doc in data["data"] for par in doc["paragraphs"] for qa in par["qas"]}
@@ -246,8 +277,36 @@ def parse_squad(path: str) -> list[dict]:
                       "answers": {"text": [a["text"] for a in qa["answers"]],
                                   "answer_start": [a["answer_start"] for a in qa["answers"]]}})
   except (KeyError, TypeError) as e:
-    raise ValueError(f"{path}: not in SQuAD v1.1 format (data/paragraphs/qas/answers): missing {e}") from None
+    raise errors.DataError(f"{path}: not in SQuAD v1.1 format (data/paragraphs/qas/answers): missing {e}") from None
+  if not out:
+    raise errors.DataError(f"{path} holds no questions; expected {SQUAD_FORMAT}")
   return out
+
+
+def answer_in_context(record: dict) -> bool:
+  """Whether the first answer of a QA record (the one trained on) is in its context:
+  at its `answer_start`, or elsewhere (`text.locate_answer`; training uses the nearest)."""
+  answers = record.get("answers") or {}
+  texts, starts = answers.get("text") or [], answers.get("answer_start") or []
+  start = int(starts[0]) if starts else 0
+  return bool(texts) and text.locate_answer(record["context"], texts[0], start) is not None
+
+
+def check_training_answers(records: list[dict], where: str) -> list[dict]:
+  """`records` of the training QA file `where`, checked: questions whose answer is not in
+  their context (`answer_in_context`; no training window can be built for them) are
+  counted and logged in one warning; more than `MAX_BAD_ANSWER_FRACTION` of them
+  raise `errors.DataError`."""
+  bad = [r["id"] for r in records if not answer_in_context(r)]
+  if not bad:
+    return records
+  what = (f"{len(bad)} of {len(records)} training questions have an answer that is not in their context "
+          f"(not at answer_start and nowhere else), e.g. ids {bad[:5]}")
+  if len(bad) > MAX_BAD_ANSWER_FRACTION * len(records):
+    raise errors.DataError(f"{where}: {what}: more than the {MAX_BAD_ANSWER_FRACTION:.0%} allowed; expected "
+                           f"answers with text == context[answer_start:answer_start + len(text)]")
+  logging.warning("%s: %s; they are not trained on", where, what)
+  return records
 
 
 def read_xquad(data_dir: str, language: str, split: str) -> list[dict]:
@@ -274,8 +333,11 @@ def read_squad(data_dir: str, language: str, split: str) -> list[dict]:
 
 
 def _read_columns(path: str, width: int, what: str) -> list[tuple]:
+  """Rows of `width` tab-separated columns; blank lines (e.g. a trailing one) are skipped."""
   out = []
-  for n, line in _lines(path):
+  for n, line in _lines(path, f"`{what}` lines"):
+    if not line.strip():
+      continue
     cols = line.split("\t")
     if len(cols) != width:
       raise _malformed(path, n, f"{len(cols)} tab-separated columns, expected {width} ({what})")
@@ -299,9 +361,9 @@ def read_tatoeba(data_dir: str, language: str, split: str) -> dict:
   """`tatoeba/{lg}-en.{lg}` and `tatoeba/{lg}-en.en`, one sentence per line."""
   _check("tatoeba", language, split)
   paths = [_path("tatoeba", data_dir, language, split, side) for side in ("source", "target")]
-  src, tgt = ([line for _, line in _lines(p)] for p in paths)
+  src, tgt = ([line for _, line in _lines(p, "one sentence per line")] for p in paths)
   if len(src) != len(tgt):
-    raise ValueError(f"tatoeba {language}: {paths[0]} has {len(src)} lines but {paths[1]} has {len(tgt)}; "
+    raise errors.DataError(f"tatoeba {language}: {paths[0]} has {len(src)} lines but {paths[1]} has {len(tgt)}; "
                      f"the two sides must be line-aligned")
   return {"source": src, "target": tgt}
 
@@ -333,5 +395,5 @@ TASKS: dict[str, TaskSpec] = {
 def read(task: str, data_dir: str, language: str, split: str):
   """Read one (task, language, split) of the official layout; see the module docstring for schemas."""
   if task not in TASKS:
-    raise ValueError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
+    raise errors.ConfigError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
   return TASKS[task].reader(data_dir, language, split)

@@ -12,12 +12,22 @@ config, split and conversion function, and `source(task, language, split)` resol
 one entry.
 
 Nothing is ever downloaded: datasets are opened with `tfds.load(..., download=False)`
-and a dataset that has not been prepared under `data_dir` raises FileNotFoundError
-naming the builder and how to prepare it (`tfds build NAME/CONFIG --data_dir DIR`,
-or `tfds.builder("NAME/CONFIG", data_dir=DIR).download_and_prepare()`, on a machine
-with internet, then copy the data dir over). Preparing `xtreme_pos` needs the `conllu`
-package; reading a prepared dataset needs only tensorflow-datasets (imported lazily,
-so this module imports without TensorFlow).
+and a dataset that has not been prepared under `data_dir` raises
+`errors.MissingInputError` (a FileNotFoundError) naming the builder and how to prepare
+it (`tfds build NAME/CONFIG --data_dir DIR`, or `tfds.builder("NAME/CONFIG",
+data_dir=DIR).download_and_prepare()`, on a machine with internet, then copy the data
+dir over). Reading a prepared dataset needs only tensorflow-datasets (imported lazily,
+so this module imports without TensorFlow). Preparing one (tensorflow-datasets 4.9.x)
+needs more, listed by the `tfds-build` extra of xtreme-jax: `importlib_resources`
+(every builder on Python >= 3.9: TFDS imports it but declares it for Python < 3.9
+only), `apache-beam` (the `tfds` command line imports it, whatever it builds) and
+`conllu` (xtreme_pos, universal_dependencies). The Beam datasets of the pretraining
+tasks need `apache-beam[gcp]` (wiki40b reads gs://tfds-data) and also `gcld3`
+(c4/multilingual, in practice built on Dataflow).
+
+TFDS calls run inside `quiet_tfds`: TFDS's routine log lines (and its warning for
+every probe of an unprepared dataset), progress bars and deprecation warnings are
+silenced; its other warnings pass.
 
 Mapping (official split -> TFDS builder/config : TFDS split):
 
@@ -62,10 +72,16 @@ fetched here):
 * QA duplicate ids. TFDS merges all questions sharing an id into one example (answers
   concatenated, context of the first), where the official reader keeps each with a
   `-dupN` suffix; so `id == orig_id` here. This matters for the translated SQuAD data,
-  whose answers XTREME stores flattened into one question per answer. TyDiQA train
-  ids are the full GoldP ids (`arabic-<n>-<k>`) and keep their article titles, where
-  the official per-language train files keep only the last `-` part of the id and no
-  title.
+  whose answers XTREME stores flattened into one question per answer. A merged
+  example keeps only the answers found in its (first) context (`own_answers`): an
+  answer of another paragraph never brings its offset along. TyDiQA train ids are the
+  full GoldP ids (`arabic-<n>-<k>`) and keep their article titles, where the official
+  per-language train files keep only the last `-` part of the id and no title; the
+  language is read from the id prefix (the builder has no language feature), and ids
+  without a known prefix, or a language without questions, are refused.
+* Checks as on the official route: QA training sets (squad / tydiqa train,
+  translate_train) go through `xtreme_readers.check_training_answers`; XQuAD
+  translate_test ids must be those of the test set (`read_translation`).
 * BUCC. The `bucc` builder yields only the gold sentence pairs (each with its ids),
   not the full monolingual corpora in which BUCC mines those pairs among many
   non-parallel sentences. Mining over gold sentences only is a different, much easier
@@ -102,12 +118,19 @@ fetched here):
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import re
+import warnings
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 import numpy as np
 
-from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax import errors, text
+from xtreme_jax.data import xtreme_readers as xr, xtreme_translations
 
+QA_TASKS = ("xquad", "mlqa", "tydiqa", "squad")
 # ClassLabel names of the TFDS features (index -> name).
 XNLI_TFDS_LABELS = ("entailment", "neutral", "contradiction")  # xnli, multi_nli, xtreme_xnli
 PAWSX_TFDS_LABELS = ("different_meaning", "paraphrase")  # paws_x_wiki, xtreme_pawsx -> "0", "1"
@@ -147,7 +170,7 @@ def _s(x) -> str:
 def _label(value, names: tuple, what: str) -> str:
   i = int(value)
   if not 0 <= i < len(names):
-    raise ValueError(f"{what}: class index {i} out of range for labels {', '.join(names)}")
+    raise errors.DataError(f"{what}: class index {i} out of range for labels {', '.join(names)}")
   return names[i]
 
 
@@ -189,7 +212,7 @@ def _tagged(example: dict, tag_key: str, names: tuple, what: str) -> tuple[list,
   tokens = [_s(t) for t in example["tokens"]]
   tags = [_label(t, names, what) for t in example[tag_key]]
   if len(tokens) != len(tags):
-    raise ValueError(f"{what}: {len(tokens)} tokens but {len(tags)} tags in one example")
+    raise errors.DataError(f"{what}: {len(tokens)} tokens but {len(tags)} tags in one example")
   return tokens, tags
 
 
@@ -203,15 +226,35 @@ def xtreme_pos_sentence(example: dict) -> tuple[list, list]:
   return _tagged(example, "upos", UPOS_TAGS, "xtreme_pos upos")
 
 
+def own_answers(context: str, texts: list[str], starts: list[int]) -> tuple[list[str], list[int]]:
+  """The answers that are in `context`: each at its `answer_start`, else at its nearest occurrence.
+
+  TFDS merges the questions that share an id across paragraphs into one example with
+  the first paragraph's context and the answers of all, so an answer whose text is not
+  in that context comes from another paragraph: it is dropped, and no answer keeps an
+  offset into another paragraph. Empty (stripped) answers are kept. If no answer is in
+  the context, they are all returned as given (the data itself is broken; training
+  counts such questions, `xtreme_readers.check_training_answers`).
+  """
+  own = [(t, s if not t else text.locate_answer(context, t, s)) for t, s in zip(texts, starts)]
+  own = [(t, s) for t, s in own if s is not None]
+  if not own:
+    return texts, starts
+  return [t for t, _ in own], [s for _, s in own]
+
+
 def squad_record(example: dict) -> dict:
-  """One SQuAD-like TFDS example (squad, xquad, mlqa, tydi_qa) -> a `xtreme_readers` QA record."""
+  """One SQuAD-like TFDS example (squad, xquad, mlqa, tydi_qa) -> a `xtreme_readers` QA record
+  with the answers of its own context (`own_answers`)."""
   answers = example["answers"]
   texts = [_s(t) for t in answers["text"]]
   starts = [int(a) for a in answers["answer_start"]]
-  if len(texts) != len(starts):
-    raise ValueError(f"QA example {_s(example['id'])}: {len(texts)} answer texts but {len(starts)} starts")
   qid = _s(example["id"])
-  return {"id": qid, "orig_id": qid, "title": _s(example["title"]), "context": _s(example["context"]),
+  if len(texts) != len(starts):
+    raise errors.DataError(f"QA example {qid}: {len(texts)} answer texts but {len(starts)} starts")
+  context = _s(example["context"])
+  texts, starts = own_answers(context, texts, starts)
+  return {"id": qid, "orig_id": qid, "title": _s(example["title"]), "context": context,
           "question": _s(example["question"]), "answers": {"text": texts, "answer_start": starts}}
 
 
@@ -261,13 +304,42 @@ convert_wikiann = _tagging(wikiann_sentence)
 convert_xtreme_pos = _tagging(xtreme_pos_sentence)
 
 
+def _squad_records(examples, what: str) -> list[dict]:
+  """QA records; answers from other paragraphs (`own_answers`) are counted in one log line."""
+  out, dropped = [], 0
+  for ex in examples:
+    out.append(squad_record(ex))
+    dropped += len(ex["answers"]["text"]) - len(out[-1]["answers"]["text"])
+  if dropped:
+    logging.info("%s: dropped %d answers not in their question's context (TFDS merges the questions that share "
+                 "an id across paragraphs, keeping the first paragraph's context)", what, dropped)
+  return out
+
+
 def convert_squad(examples, task, language, split):
-  return [squad_record(ex) for ex in examples]
+  return _squad_records(examples, f"{task} {language} {split}")
 
 
 def convert_tydiqa_train(examples, task, language, split):
-  """The combined GoldP train set restricted to `language` (by question-id prefix)."""
-  return [squad_record(ex) for ex in examples if tydiqa_language(_s(ex["id"])) == language]
+  """The combined GoldP train set restricted to `language` by question-id prefix (`arabic-...`).
+
+  The builder has no language feature, so an id without a known prefix cannot be
+  routed: it is refused, as is a language without questions (never 0 examples silently).
+  """
+  name, tfds_split, _ = TABLE["tydiqa"]["train"]
+  records = _squad_records(examples, f"{task} {language} {split}")
+  unknown = [r["id"] for r in records if tydiqa_language(r["id"]) is None]
+  if unknown:
+    raise errors.DataError(
+        f"tfds:{name}:{tfds_split}: {len(unknown)} of {len(records)} question ids carry no TyDiQA language "
+        f"prefix (e.g. {unknown[:3]}) and the builder has no language feature, so their language is unknown; "
+        f"expected ids like 'finnish-<n>-<k>' with a prefix in {sorted(TYDIQA_LANGUAGE_NAMES.values())}. Use "
+        f"the official layout (per-language train files) instead")
+  mine = [r for r in records if tydiqa_language(r["id"]) == language]
+  if not mine:
+    raise errors.DataError(f"tfds:{name}:{tfds_split} holds no {TYDIQA_LANGUAGE_NAMES[language]} question (no id "
+                           f"starts with '{TYDIQA_LANGUAGE_NAMES[language]}-') among its {len(records)}")
+  return mine
 
 
 def convert_bucc(examples, task, language, split) -> dict:
@@ -365,15 +437,64 @@ TRANSLATIONS_NOT_IN_TFDS = {("xnli", "translate_test"), ("pawsx", "translate_tes
 def source(task: str, language: str, split: str) -> TfdsSource:
   """The TFDS builder/config, split and conversion for one official (task, language, split)."""
   if task not in TABLE:
-    raise ValueError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TABLE))}")
+    raise errors.ConfigError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TABLE))}")
   xr._check(task, language, split)  # pylint: disable=protected-access
   name, tfds_split, convert = TABLE[task][split]
   fields = {"lg": language, "pos": xtreme_pos_config(language) if task == "udpos" else ""}
   return TfdsSource(name.format(**fields), tfds_split.format(**fields), convert)
 
 
+# TFDS log messages (format strings, matched from their start) that need no action here:
+# `is_prepared` probing a dataset that is not prepared (`XtremeData.available` then says
+# False, `read` raises naming the `tfds build` command), and TFDS's notices about its own
+# use of deprecated fields.
+HARMLESS_TFDS_LOGS = (r"Variant folder %s has no %s", r"`\w+\.dtype` is deprecated")
+# Modules whose deprecation warnings are TFDS's / TF's own business, not the user's.
+_TFDS_MODULES = r"(tensorflow_datasets|tensorflow|tf_keras|keras|etils)(\.|$)"
+_QUIET_LOGGERS = ("absl", "tensorflow")  # TFDS logs through absl; TF's deprecation notices through "tensorflow"
+
+
+class _TfdsNoise(logging.Filter):
+  """Drops TFDS's routine log records (below WARNING, or in `HARMLESS_TFDS_LOGS`) and
+  TF's deprecation notices (about calls inside TFDS); everything else passes."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    path = record.pathname.replace(os.sep, "/")
+    if "/tensorflow/python/util/deprecation" in path:
+      return False
+    if "/tensorflow_datasets/" not in path:
+      return True
+    return record.levelno >= logging.WARNING and not any(re.match(p, str(record.msg)) for p in HARMLESS_TFDS_LOGS)
+
+
+@contextlib.contextmanager
+def quiet_tfds():
+  """TFDS calls without its routine log lines, progress bars and deprecation warnings.
+
+  Actionable messages still pass: TFDS warnings other than `HARMLESS_TFDS_LOGS` (e.g.
+  a dataset found only in another version), errors, and every exception. Everything
+  is restored on exit.
+  """
+  import tensorflow_datasets as tfds  # heavy: imported on use only (and before the "absl" logger is used)
+  from tensorflow_datasets.core.utils import tqdm_utils
+  loggers, noise = [logging.getLogger(name) for name in _QUIET_LOGGERS], _TfdsNoise()
+  bars = getattr(tqdm_utils, "_active", True)
+  for logger in loggers:
+    logger.addFilter(noise)
+  tfds.display_progress_bar(False)
+  try:
+    with warnings.catch_warnings():
+      for category in (DeprecationWarning, PendingDeprecationWarning, FutureWarning):
+        warnings.filterwarnings("ignore", category=category, module=_TFDS_MODULES)
+      yield
+  finally:
+    tfds.display_progress_bar(bars)
+    for logger in loggers:
+      logger.removeFilter(noise)
+
+
 def _load(name: str, split: str, data_dir: Optional[str]):
-  """Numpy examples of a prepared TFDS dataset; never downloads."""
+  """Numpy examples of a prepared TFDS dataset; never downloads. Call inside `quiet_tfds`."""
   import tensorflow_datasets as tfds  # heavy: imported on use only
   try:
     ds = tfds.load(name, split=split, data_dir=data_dir, download=False, shuffle_files=False, try_gcs=False)
@@ -384,11 +505,11 @@ def _load(name: str, split: str, data_dir: Optional[str]):
     where = data_dir or "the default TFDS data dir ($TFDS_DATA_DIR or ~/tensorflow_datasets)"
     dd = f" --data_dir {data_dir}" if data_dir else ""
     dd_kw = f", data_dir={data_dir!r}" if data_dir else ""
-    raise FileNotFoundError(
+    raise errors.MissingInputError(
         f"TFDS dataset {name!r} (builder {builder!r}" + (f", config {config!r}" if config else "") +
         f") is not prepared in {where}; nothing is downloaded here. On a machine with internet run "
-        f"`tfds build {name}{dd}` (or `tfds.builder({name!r}{dd_kw}).download_and_prepare()` in Python) "
-        f"and copy the resulting data dir here.") from None
+        f"`tfds build {name}{dd}` (or `tfds.builder({name!r}{dd_kw}).download_and_prepare()` in Python; "
+        f"`pip install 'xtreme-jax[tfds-build]'` first) and copy the resulting data dir here.") from None
   return tfds.as_numpy(ds)
 
 
@@ -400,27 +521,33 @@ def read(task: str, data_dir: Optional[str], language: str, split: str, *, bucc_
   """
   src = source(task, language, split)
   if task == "bucc2018" and not bucc_gold_only:
-    raise ValueError(
+    raise errors.ConfigError(
         f"TFDS has no equivalent of the bucc2018 {split} corpora: the `bucc` builder ({src.name}:{src.split}) "
         f"holds only the gold-aligned sentence pairs, not the full {language}/en corpora BUCC mines from, so "
         f"scores on it are not BUCC scores. Use the official layout (xtreme_readers) for bucc2018, or pass "
         f"bucc_gold_only=True to get the gold sentences and pairs anyway.")
-  return src.convert(_load(src.name, src.split, data_dir), task, language, split)
+  with quiet_tfds():
+    records = src.convert(_load(src.name, src.split, data_dir), task, language, split)
+  if split == "train" and task in QA_TASKS:
+    where = f"tfds:{src.name}:{src.split}" + (f" ({language} questions)" if task == "tydiqa" else "")
+    return xr.check_training_answers(records, where)
+  return records
 
 
 def translation_source(task: str, language: str, kind: str) -> TfdsSource:
   """The TFDS builder/config, split and conversion of one translated set."""
   if kind not in TRANSLATION_KINDS:
-    raise ValueError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(TRANSLATION_KINDS)}")
+    raise errors.ConfigError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(TRANSLATION_KINDS)}")
   if (task, kind) in TRANSLATIONS_NOT_IN_TFDS:
-    raise ValueError(f"TFDS has no {kind} data for {task} (no builder ships it); read it from disk with "
+    raise errors.ConfigError(f"TFDS has no {kind} data for {task} (no builder ships it); read it from disk with "
                      f"xtreme_jax.data.xtreme_translations.read instead")
   if (task, kind) not in TRANSLATIONS:
     have = sorted({t for t, k in TRANSLATIONS if k == kind})
-    raise ValueError(f"no TFDS {kind} data for task {task!r}; tasks with {kind} in TFDS: {', '.join(have) or 'none'}")
+    raise errors.ConfigError(f"no TFDS {kind} data for task {task!r}; tasks with {kind} in TFDS: "
+                             f"{', '.join(have) or 'none'}")
   langs, name, split, convert = TRANSLATIONS[(task, kind)]
   if language not in langs:
-    raise ValueError(f"unknown language {language!r} for {task} {kind}; valid languages: {' '.join(langs)}")
+    raise errors.ConfigError(f"unknown language {language!r} for {task} {kind}; valid languages: {' '.join(langs)}")
   return TfdsSource(name.format(lg=language), split.format(lg=language), convert)
 
 
@@ -433,16 +560,25 @@ def read_translation(task: str, data_dir: Optional[str], language: str, kind: st
   translate_train / translate_dev hold English SQuAD / MNLI / PAWS / TyDiQA training
   data machine-translated into `language` (pair ids `f"{task}-{lg}-{kind}-{i}"`, QA
   records keep their question ids); translate_test holds `language`'s test set
-  machine-translated into English, with the original question ids. With
-  `official_data_dir` (the official `download/` root) translate_test question ids are
-  checked against the original test file.
+  machine-translated into English, with the original question ids, which are checked
+  (`xtreme_translations.check_translate_test_ids`) against the original test set: the
+  official test file under `official_data_dir` (the official `download/` root) when
+  given, else the TFDS test split (`read(task, data_dir, language, "test")`).
+  Translated QA training sets are checked as the official ones
+  (`xtreme_readers.check_training_answers`).
   """
   src = translation_source(task, language, kind)
-  records = src.convert(_load(src.name, src.split, data_dir), task, language, kind)
-  if kind == "translate_test" and official_data_dir is not None:
-    ids = {r["id"] for r in xr.read(task, official_data_dir, language, "test")}
-    odd = sorted({r["id"] for r in records} - ids)
-    if odd or len(ids) != len(records):
-      raise ValueError(f"{task} translate_test {language}: TFDS {src.name}:{src.split} has {len(records)} "
-                       f"questions, the official test file {len(ids)}; ids not in the official file: {odd[:5]}")
-  return records
+  where = f"tfds:{src.name}:{src.split}"
+  with quiet_tfds():
+    records = src.convert(_load(src.name, src.split, data_dir), task, language, kind)
+  if kind == "translate_train" and task in QA_TASKS:
+    return xr.check_training_answers(records, where)
+  if kind != "translate_test":
+    return records
+  if official_data_dir is not None:
+    original = xr.read(task, official_data_dir, language, "test")
+    original_where = xr.file_path(task, official_data_dir, language, "test")
+  else:
+    test = source(task, language, "test")
+    original, original_where = read(task, data_dir, language, "test"), f"tfds:{test.name}:{test.split}"
+  return xtreme_translations.check_translate_test_ids(task, language, records, where, original, original_where)

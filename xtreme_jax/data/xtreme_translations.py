@@ -43,14 +43,18 @@ in exactly the schema `xtreme_readers.read` gives that task's train split
   else None (as the unlabeled official test file). With `data_dir` the line
   count is checked against `{task}/test-{lg}.tsv` and a difference is refused.
 * xquad / mlqa translate_test: the English SQuAD records with the original
-  question ids; with `data_dir` the ids are checked against the original test file.
+  question ids; with `data_dir` the ids are checked against the original test file
+  (`check_translate_test_ids`, which the TFDS route uses too).
+* squad / xquad / mlqa / tydiqa translate_train: checked as training files
+  (`xtreme_readers.check_training_answers`: answers must be in their context).
 * pseudo_test: `{"id": f"xnli-{lg}-test-{i}", ..., "label"}` with the gold
   label, or SQuAD records with their gold answers. `{lg}` may be any language
   code (lower-case ISO 639); `PSEUDO_LANGUAGES` lists the codes the seqio tasks
   register: the 40 PAN-X languages the task does not cover.
 
 Rows are split on tabs only (no quote handling, CRLF removed), blank lines are
-skipped, as `xtreme_readers` does for the official files.
+skipped, as `xtreme_readers` does for the official files; bad files raise the same
+`errors.DataError`s (not UTF-8, empty, malformed rows, invalid JSON).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ import os
 import re
 from typing import Optional
 
+from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers as readers
 
 KINDS = ("translate_train", "translate_dev", "translate_test", "pseudo_test")
@@ -127,25 +132,25 @@ def languages(task: str, kind: str) -> tuple:
 
 def tasks(kind: str) -> tuple:
   if kind not in KINDS:
-    raise ValueError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+    raise errors.ConfigError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(KINDS)}")
   return tuple(LANGUAGES[kind])
 
 
 def _check(task: str, kind: str, language: Optional[str] = None) -> None:
   valid = tasks(kind)
   if task not in valid:
-    raise ValueError(f"no {kind} data for XTREME task {task!r}; tasks with {kind}: {', '.join(valid)}")
+    raise errors.ConfigError(f"no {kind} data for XTREME task {task!r}; tasks with {kind}: {', '.join(valid)}")
   if language is None:
     return
   langs = LANGUAGES[kind][task]
   if langs is None:
     if not _LANGUAGE_CODE.match(language) or language in readers.TASKS[task].languages["test"]:
-      raise ValueError(f"{task} {kind}: {language!r} is not a pseudo test language: expected a lower-case "
+      raise errors.ConfigError(f"{task} {kind}: {language!r} is not a pseudo test language: expected a lower-case "
                        f"ISO 639 code of a language {task} does not cover (e.g. "
                        f"{' '.join(PSEUDO_LANGUAGES[task][:5])}); {task}'s own languages: "
                        f"{' '.join(readers.TASKS[task].languages['test'])}")
   elif language not in langs:
-    raise ValueError(f"unknown language {language!r} for {task} {kind}; valid languages: {' '.join(langs)}")
+    raise errors.ConfigError(f"unknown language {language!r} for {task} {kind}; valid languages: {' '.join(langs)}")
 
 
 def default_dir(data_dir: str) -> str:
@@ -178,7 +183,7 @@ def pseudo_languages_on_disk(task: str, translations_dir: str) -> list[str]:
   return found
 
 
-def _missing(task: str, kind: str, path: str, translations_dir: str) -> FileNotFoundError:
+def _missing(task: str, kind: str, path: str, translations_dir: str) -> errors.MissingInputError:
   if (kind, task) in BUCKET_PATHS:
     how = (f"Copy the public translations with `gsutil -m cp -r {BUCKET}/* {translations_dir}/` "
            f"(or pass translations_dir where your copy is).")
@@ -186,7 +191,7 @@ def _missing(task: str, kind: str, path: str, translations_dir: str) -> FileNotF
     how = (f"This path is defined by xtreme-jax (its name in {BUCKET}, if the bucket has it at all, is "
            f"not known): put your translations there in the format of the xtreme_jax.data.xtreme_translations "
            f"docstring. The bucket's files are fetched with `gsutil -m cp -r {BUCKET}/* {translations_dir}/`.")
-  return FileNotFoundError(f"{task} {kind}: expected file {path} does not exist. {how}")
+  return errors.MissingInputError(f"{task} {kind}: expected file {path} does not exist. {how}")
 
 
 def _path(task: str, translations_dir: str, language: str, kind: str) -> str:
@@ -201,7 +206,7 @@ def _path(task: str, translations_dir: str, language: str, kind: str) -> str:
 
 def _rows(path: str, widths: tuple, what: str) -> list[tuple[int, list[str]]]:
   out = []
-  for n, line in readers._lines(path):
+  for n, line in readers._lines(path, f"`{what}` rows"):
     if not line.strip():
       continue
     cols = line.split("\t")
@@ -230,7 +235,7 @@ def _lenient_pawsx_translate_train(path: str, language: str) -> list[dict]:
   builder, reading the same files, drops them too); XNLI's files are read strictly.
   """
   out, skipped = [], []
-  for n, line in readers._lines(path):
+  for n, line in readers._lines(path, "`en_s1, en_s2, translated_s1, translated_s2, label` rows"):
     if not line.strip():
       continue
     cols = line.split("\t")
@@ -261,27 +266,42 @@ def _pairs(task: str, translations_dir: str, language: str, kind: str, data_dir:
   if data_dir is not None:
     original = readers.read(task, data_dir, language, "test")
     if len(original) != len(rows):
-      raise ValueError(f"{task} translate_test {language}: {path} has {len(rows)} rows but the original test "
+      raise errors.DataError(f"{task} translate_test {language}: {path} has {len(rows)} rows but the original test "
                        f"file {readers.file_path(task, data_dir, language, 'test')} has {len(original)}; "
                        f"translate-test rows must be line-aligned with the original test file")
   return [{"id": f"{task}-{language}-test-{i}", "text_a": c[2], "text_b": c[3],
            "label": _label(path, n, task, c[4]) if len(c) == 5 else None} for i, (n, c) in enumerate(rows)]
 
 
+def check_translate_test_ids(task: str, language: str, records: list[dict], where: str, original: list[dict],
+                             original_where: str) -> list[dict]:
+  """`records` of a QA translate-test set, checked to hold exactly the questions (ids) of the
+  original test set, so that every prediction maps back to its question; `errors.DataError` if not."""
+  mine, theirs = [r["id"] for r in records], [r["id"] for r in original]
+  extra, missing = sorted(set(mine) - set(theirs)), sorted(set(theirs) - set(mine))
+  problems = []
+  if len(mine) != len(theirs):
+    problems.append(f"{where} has {len(mine)} questions but the original test file {original_where} has "
+                    f"{len(theirs)}")
+  if extra:
+    problems.append(f"{where} holds question ids the original test file {original_where} does not have, "
+                    f"e.g. {extra[:5]}")
+  if missing:
+    problems.append(f"the translation lacks question ids of the original, e.g. {missing[:5]}")
+  if problems:
+    raise errors.DataError(f"{task} translate_test {language}: {'; '.join(problems)}; translated questions must "
+                           f"keep their original ids")
+  return records
+
+
 def _squad(task: str, translations_dir: str, language: str, kind: str, data_dir: Optional[str]) -> list[dict]:
   path = _path(task, translations_dir, language, kind)
   records = readers.parse_squad(path)
+  if kind == "translate_train":
+    return readers.check_training_answers(records, path)
   if kind == "translate_test" and data_dir is not None:
-    ids = [r["id"] for r in readers.read(task, data_dir, language, "test")]
-    mine = [r["id"] for r in records]
-    if len(ids) != len(mine):
-      raise ValueError(f"{task} translate_test {language}: {path} has {len(mine)} questions but the original test "
-                       f"file {readers.file_path(task, data_dir, language, 'test')} has {len(ids)}")
-    if set(ids) != set(mine):
-      odd = sorted(set(mine) - set(ids))[:5]
-      raise ValueError(f"{task} translate_test {language}: {path} holds question ids the original test file "
-                       f"{readers.file_path(task, data_dir, language, 'test')} does not have, e.g. {odd}; "
-                       f"translated questions must keep their original ids")
+    return check_translate_test_ids(task, language, records, path, readers.read(task, data_dir, language, "test"),
+                                    readers.file_path(task, data_dir, language, "test"))
   return records
 
 
