@@ -1,12 +1,8 @@
-"""Metrics and the leaderboard scorer on hand-computed examples (offline, plain Python)."""
-
-import json
-import os
+"""Metrics on hand-computed examples (offline, plain Python); the scorer is in test_scorer.py."""
 
 import pytest
 
 from xtreme_jax.evaluation import metrics as m
-from xtreme_jax.evaluation import scorer
 
 approx = pytest.approx
 
@@ -28,15 +24,44 @@ def test_entity_f1_iob2_with_i_after_o_and_type_change():
   assert m.entity_f1(pred, gold) == approx({"precision": 50.0, "recall": 200 / 3, "f1": 400 / 7})
 
 
+# Expected chunks written by hand from seqeval 0.0.12's get_entities / end_of_chunk / start_of_chunk:
+# prefix = tag[0], type = tag.split('-')[-1]; the scan starts with prev ("O", type "") and every
+# sentence (and the sequence) ends with an "O" (type "O").
+@pytest.mark.parametrize("tags, chunks", [
+    (["B-"], [("", 0, 0)]),  # a B with the empty type (seqeval >= 1.0 would say "_")
+    (["X-PER", "I-PER", "O"], [("PER", 0, 1)]),  # X opens by the type change O -> PER; I-PER continues
+    (["B-PER", "X-PER", "b-per"], [("PER", 0, 1), ("per", 2, 2)]),  # X continues; "per" != "PER" closes
+    (["b-per", "b-per", "B-PER"], [("per", 0, 1), ("PER", 2, 2)]),  # lower case: boundaries by type only
+    (["O", "I-PER", "I-PER"], [("PER", 1, 2)]),  # I after O opens a chunk
+    (["B-PER", "I-LOC"], [("PER", 0, 0), ("LOC", 1, 1)]),  # a type change closes and opens
+    (["PER", "PER", "O"], [("PER", 0, 1)]),  # a bare type: prefix P, type PER
+    (["B-X-PER", "I-Y-PER"], [("PER", 0, 1)]),  # the type is after the LAST "-"
+    (["I-PER", "B-PER", "B"], [("PER", 0, 0), ("PER", 1, 1), ("B", 2, 2)]),
+    (["E-PER", "I-PER", "S-LOC", "I-LOC"], [("PER", 0, 0), ("PER", 1, 1), ("LOC", 2, 2), ("LOC", 3, 3)]),
+    ([".", "I-PER", "."], [("PER", 1, 1)]),  # "." ends nothing, opens nothing
+])
+def test_ner_chunking_is_seqeval_0_0_x(tags, chunks):
+  assert m.get_chunks([tags]) == chunks
+
+
+def test_entity_f1_of_malformed_tags_as_the_leaderboard():
+  gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "I-ORG"]]
+  pred = [["PER", "X-PER", "O", "B-"], ["b-org", "I-ORG"]]
+  # Gold: PER(0,1) LOC(3,3) ORG(5,6). Pred: PER(0,1) (PER opens, X-PER continues, O closes), ""(3,3),
+  # org(5,5), ORG(6,6) (org -> ORG is a type change). 1 correct: P=1/4, R=1/3, F1=2/7.
+  assert m.entity_f1(pred, gold) == approx({"precision": 25.0, "recall": 100 / 3, "f1": 200 / 7})
+  assert m.entity_f1([["PER"]], [["B-PER"]])["f1"] == 100.0
+
+
 def test_legacy_chunking_of_upos_tags():
   tags = ["NOUN", "NOUN", "VERB", "SCONJ", "SCONJ", "SYM", "INTJ", "INTJ"]
   # Runs of identical tags are one chunk; S-initial tags (SCONJ, SYM) are one chunk per token.
-  assert m.get_chunks([tags], legacy=True) == [
+  assert m.get_chunks([tags]) == [
       ("NOUN", 0, 1), ("VERB", 2, 2), ("SCONJ", 3, 3), ("SCONJ", 4, 4), ("SYM", 5, 5), ("INTJ", 6, 7)]
   # Sentences do not merge (an "O" separates them, offsets are global).
-  assert m.get_chunks([["NOUN"], ["NOUN"]], legacy=True) == [("NOUN", 0, 0), ("NOUN", 2, 2)]
+  assert m.get_chunks([["NOUN"], ["NOUN"]]) == [("NOUN", 0, 0), ("NOUN", 2, 2)]
   # An E-initial tag closes a chunk without the next tag opening one: seqeval emits overlapping chunks.
-  assert m.get_chunks([["NOUN", "E-NOUN", "NOUN"]], legacy=True) == [("NOUN", 0, 1), ("NOUN", 0, 2)]
+  assert m.get_chunks([["NOUN", "E-NOUN", "NOUN"]]) == [("NOUN", 0, 1), ("NOUN", 0, 2)]
 
 
 def test_pos_leaderboard_f1_differs_from_token_accuracy():
@@ -154,89 +179,3 @@ def test_aggregation_and_transfer_gap():
   assert set(m.TASK_LANGUAGES) == set(m.TASK_METRIC) == {t for ts in m.CATEGORIES.values() for t in ts}
   assert len(m.TASK_LANGUAGES["panx"]) == 40 and len(m.TASK_LANGUAGES["udpos"]) == 33
   assert len(m.TASK_LANGUAGES["tatoeba"]) == 36
-
-
-# --- scorer ------------------------------------------------------------------------
-
-def _write(root, task, name, text):
-  os.makedirs(os.path.join(root, task), exist_ok=True)
-  with open(os.path.join(root, task, name), "w", encoding="utf-8") as f:
-    f.write(text if isinstance(text, str) else json.dumps(text, ensure_ascii=False))
-
-
-def _tags(sentences):
-  return "\n\n".join("\n".join(s) for s in sentences) + "\n"
-
-
-@pytest.fixture
-def submission(tmp_path):
-  preds, labels = str(tmp_path / "preds"), str(tmp_path / "labels")
-  for lg in m.TASK_LANGUAGES["xnli"]:  # complete: en 50, the 14 others 100
-    _write(labels, "xnli", f"test-{lg}.tsv", "entailment\r\nneutral\r\n")
-    _write(preds, "xnli", f"test-{lg}.tsv", "entailment\nentailment\n" if lg == "en" else "entailment\nneutral\n\n")
-  for lg in m.TASK_LANGUAGES["pawsx"]:  # complete: en 75, the 6 others 100
-    _write(labels, "pawsx", f"test-{lg}.tsv", "1\n0\n1\n1\n")
-    _write(preds, "pawsx", f"test-{lg}.tsv", "1\n0\n1\n0\n" if lg == "en" else "1\n0\n1\n1")
-  _write(labels, "panx", "test-en.tsv", _tags([["B-PER", "I-PER", "O", "B-LOC", "I-LOC"], ["B-ORG", "O"]]))
-  _write(preds, "panx", "test-en.tsv", _tags([["B-PER", "I-PER", "O", "I-LOC", "I-LOC"], ["I-PER", "I-ORG"]]))
-  _write(labels, "panx", "test-de.tsv", _tags([["O"]]))  # no prediction file for de
-  _write(labels, "udpos", "test-en.tsv", _tags([["DET", "NOUN", "NOUN", "VERB", "SCONJ", "SCONJ", "SYM"]]))
-  _write(preds, "udpos", "test-en.tsv", _tags([["DET", "NOUN", "ADJ", "VERB", "SCONJ", "SCONJ", "SYM"]]))
-  _write(labels, "mlqa", "test-zh.json", _squad([("z1", ["北京大学"]), ("z2", ["上海"])]))
-  _write(preds, "mlqa", "test-zh.json", {"z1": "北京"})
-  _write(labels, "bucc2018", "test-de.tsv", "de-1\ten-1\nde-2\ten-2\nde-3\ten-3\nde-4\ten-4\n")
-  _write(preds, "bucc2018", "test-de.tsv", "de-1\ten-1\nde-2\ten-2\nde-5\ten-5\n")
-  _write(labels, "tatoeba", "test-de.tsv", "1\n2\n0\n4\n")
-  _write(preds, "tatoeba", "test-de.tsv", "1\n2\n3\n4\n")
-  _write(preds, "tatoeba", "test-fr.tsv", "0\n")  # no label file for fr
-  return preds, labels
-
-
-def test_score_submission(submission):
-  preds, labels = submission
-  results = scorer.score_submission(preds, labels)
-  tasks = results["tasks"]
-  assert tasks["xnli"]["complete"] and tasks["xnli"]["score"] == approx((50 + 14 * 100) / 15)
-  assert tasks["pawsx"]["score"] == approx((75 + 6 * 100) / 7)
-  assert results["categories"] == approx({"classification": ((50 + 1400) / 15 + (75 + 600) / 7) / 2})
-  assert results["overall"] is None
-  assert sorted(results["missing_tasks"]) == ["tydiqa", "xquad"]
-  panx = tasks["panx"]
-  assert not panx["complete"] and panx["score"] == approx(400 / 7)
-  assert panx["missing"]["de"].startswith("no prediction file") and "ar" in panx["missing"]
-  assert tasks["udpos"]["languages"]["en"] == approx(
-      {"f1": 1000 / 13, "precision": 500 / 7, "recall": 500 / 6, "accuracy": 600 / 7})
-  assert tasks["mlqa"]["languages"]["zh"] == approx(
-      {"exact_match": 0.0, "f1": 100 / 3, "total": 2, "missing": 1})
-  assert tasks["mlqa"]["score"] == approx(50 / 3)
-  assert tasks["bucc2018"]["languages"]["de"]["f1"] == approx(400 / 7)
-  assert tasks["tatoeba"]["languages"]["de"] == {"accuracy": 75.0}
-  assert tasks["tatoeba"]["missing"]["fr"].startswith("no label file")
-
-
-def test_main_prints_table_and_writes_json(submission, capsys):
-  preds, labels = submission
-  out = os.path.join(os.path.dirname(preds), "out", "scores.json")
-  assert scorer.main(["--predictions", preds, "--labels", labels, "--out", out]) == 0
-  table = capsys.readouterr().out
-  assert "udpos-acc" in table and "classification: 96.5" in table
-  with open(out, encoding="utf-8") as f:
-    written = json.load(f)
-  assert written["tasks"]["tatoeba"]["score"] == 75.0
-  assert os.listdir(os.path.dirname(out)) == ["scores.json"]  # no temporary file left behind
-
-
-def test_wrong_counts_are_refused(submission, capsys):
-  preds, labels = submission
-  _write(preds, "pawsx", "test-de.tsv", "1\n0\n1\n")
-  with pytest.raises(scorer.SubmissionError, match=r"pawsx/test-de\.tsv: 3 lines, but the labels .* have 4"):
-    scorer.score_submission(preds, labels)
-  assert scorer.main(["--predictions", preds, "--labels", labels]) == 2
-  assert "3 lines" in capsys.readouterr().err
-  _write(preds, "pawsx", "test-de.tsv", "1\n0\n1\n1\n")
-  _write(preds, "udpos", "test-en.tsv", _tags([["DET", "NOUN"]]))
-  with pytest.raises(scorer.SubmissionError, match="2 tags in sentence 1, but .* have 7"):
-    scorer.score_submission(preds, labels)
-  _write(preds, "udpos", "test-en.tsv", _tags([["DET"], ["NOUN"]]))
-  with pytest.raises(scorer.SubmissionError, match="2 sentences, but .* have 1"):
-    scorer.score_submission(preds, labels)

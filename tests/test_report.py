@@ -32,24 +32,28 @@ def results():
 
 
 def test_classification_table_exact():
+  # Only the languages scored are columns; the others are one line under the table.
   assert report.markdown_task_table("pawsx", PAWSX) == (
-      "| Metric | en | de | es | fr | ja | ko | zh | avg |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-      "| Acc. | 91.2 | 85.4 | - | 86.0 | - | - | - | 87.5 |")  # (91.2 + 85.4 + 86.0) / 3 = 87.53
+      "| Metric | en | de | fr | avg |\n"
+      "|---|---:|---:|---:|---:|\n"
+      "| Acc. | 91.2 | 85.4 | 86.0 | 87.5 |")  # (91.2 + 85.4 + 86.0) / 3 = 87.53
+  assert report.not_scored_line({"zh": "no label file", "ko": "no prediction file", "es": "no prediction file"},
+                                "pawsx") == "Not scored: es, ko (no prediction file); zh (no label file)."
+  assert report.not_scored_line({}) == ""
 
 
 def test_qa_table_exact():
   assert report.markdown_task_table("mlqa", MLQA) == (
-      "| Metric | en | ar | de | es | hi | vi | zh | avg |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+      "| Metric | en | de | zh | avg |\n"
+      "|---|---:|---:|---:|---:|\n"
       # avg F1 = (75 + 55.5 + 50.4) / 3 = 60.3; avg EM = (60 + 40 + 30.2) / 3 = 43.4.
-      "| F1 / EM | 75.0 / 60.0 | - | 55.5 / 40.0 | - | - | - | 50.4 / 30.2 | 60.3 / 43.4 |")
+      "| F1 / EM | 75.0 / 60.0 | 55.5 / 40.0 | 50.4 / 30.2 | 60.3 / 43.4 |")
 
 
 def test_tables_of_other_tasks():
   # udpos: the leaderboard F1 and the token accuracy; bucc2018: F1, P, R; no English column.
   udpos = report.markdown_task_table("udpos", {"en": {"f1": 50.0, "accuracy": 90.0, "precision": 1.0, "recall": 2.0}})
-  assert udpos.splitlines()[0].startswith("| Metric | en | af | ar |")
+  assert udpos.splitlines()[0] == "| Metric | en | avg |"
   assert [line.split(" | ")[0] for line in udpos.splitlines()[2:]] == ["| F1 (leaderboard)", "| Token acc."]
   bucc = report.markdown_task_table("bucc2018", BUCC).splitlines()
   assert bucc[0] == "| Metric | de | fr | ru | zh | avg |"
@@ -57,12 +61,11 @@ def test_tables_of_other_tasks():
                       "| R | 78.0 | 69.0 | 59.0 | 49.0 | 63.8 |"]
   # Languages outside the benchmark come after it; bare floats are the task's score.
   tatoeba = report.markdown_task_table("tatoeba", {"xx": 40.0, "af": 60.0}).splitlines()
-  assert tatoeba[0].endswith("| zh | xx | avg |") and tatoeba[0].startswith("| Metric | af | ar |")
-  assert tatoeba[2].startswith("| Acc. | 60.0 | - |") and tatoeba[2].endswith("| - | 40.0 | 50.0 |")
+  assert tatoeba[0] == "| Metric | af | xx | avg |" and tatoeba[2] == "| Acc. | 60.0 | 40.0 | 50.0 |"
   # A QA language given as a bare (EM + F1) / 2 adds the score row.
   qa = report.markdown_task_table("xquad", {"en": {"exact_match": 70.0, "f1": 80.0}, "de": 60.0}).splitlines()
-  assert qa[2].startswith("| F1 / EM | 80.0 / 70.0 | - | - |")
-  assert qa[3].startswith("| (EM + F1) / 2 | 75.0 | - | 60.0 |") and qa[3].endswith("| 67.5 |")
+  assert qa[2] == "| F1 / EM | 80.0 / 70.0 | - | 80.0 / 70.0 |"
+  assert qa[3] == "| (EM + F1) / 2 | 75.0 | 60.0 | 67.5 |"
   with pytest.raises(ValueError, match="unknown task"):
     report.markdown_task_table("nope", {})
 
@@ -72,8 +75,8 @@ def test_transfer_gap_by_hand(results):
   assert list(gaps) == ["pawsx", "mlqa", "bucc2018", "tatoeba"]  # benchmark order
   # pawsx: 91.2 - (85.4 + 86.0) / 2 = 91.2 - 85.7 = 5.5
   assert gaps["pawsx"] == approx({"en": 91.2, "non_en_mean": 85.7, "gap": 5.5, "n_non_en": 2})
-  # mlqa, (EM + F1) / 2 per language: en 67.5, de 47.75, zh 40.3; mean 44.025; gap 23.475.
-  assert gaps["mlqa"] == approx({"en": 67.5, "non_en_mean": 44.025, "gap": 23.475, "n_non_en": 2})
+  # mlqa on EM (XTREME's Table 3): en 60, de 40, zh 30.2; mean 35.1; gap 24.9.
+  assert gaps["mlqa"] == approx({"en": 60.0, "non_en_mean": 35.1, "gap": 24.9, "n_non_en": 2})
   # No English test set: no gap.
   assert gaps["bucc2018"]["en"] is None and gaps["bucc2018"]["gap"] is None
   assert gaps["bucc2018"]["non_en_mean"] == approx(65.0)
@@ -81,7 +84,7 @@ def test_transfer_gap_by_hand(results):
       "| Task | Metric | en | Non-en mean | Gap |\n"
       "|---|---|---:|---:|---:|\n"
       "| pawsx | Acc. | 91.2 | 85.7 | 5.5 |\n"
-      "| mlqa | (EM + F1) / 2 | 67.5 | 44.0 | 23.5 |\n"
+      "| mlqa | EM | 60.0 | 35.1 | 24.9 |\n"
       "| bucc2018 | F1 | - | 65.0 | - |\n"
       "| tatoeba | Acc. | - | 61.7 | - |")
 
@@ -144,11 +147,14 @@ def test_write_report(results, tmp_path, capsys):
       assert _is_png(paths[name]) and os.path.getsize(paths[name]) > 5000
   text = open(paths["report.md"], encoding="utf-8").read()
   assert text == report.render_markdown(results)
-  assert text.startswith("# XTREME results\n\n## Summary\n\n| Task |")
-  assert report.transfer_gap_table(results) in text and report.summary_table(results) in text
+  # The score table comes first, right after the title.
+  assert text.startswith("# XTREME results\n\n" + report.summary_table(results) + "\n\n## Cross-lingual transfer gap")
+  assert report.transfer_gap_table(results) in text
   assert report.markdown_task_table("mlqa", MLQA) in text
   assert "![mlqa: (EM + F1) / 2 per language](plots/mlqa.png)" in text
-  assert "Missing: es (not evaluated), ja (not evaluated)" in text
+  # Missing languages: one line per task, not columns.
+  assert "\n\nNot scored: es, ja, ko, zh (not evaluated).\n\n![pawsx" in text
+  assert "| - |" not in text.split("## Cross-lingual transfer gap")[1].split("## pawsx")[1]
   # Atomic writes leave no temporary file behind; files are world-readable.
   assert sorted(os.listdir(out)) == ["plots", "report.md", "results.json"]
   assert sorted(os.listdir(out / "plots")) == ["bucc2018.png", "mlqa.png", "pawsx.png", "tatoeba.png"]
@@ -192,3 +198,54 @@ def test_module_imports_no_jax_tf_or_matplotlib():
           "print(sorted(m for m in ('jax', 'tensorflow', 'matplotlib') if m in sys.modules))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
   assert out.strip() == "[]"
+
+
+def test_plot_legend_lists_every_family_and_zero_scores_are_visible():
+  fig = report.task_figure("tydiqa", {"en": {"exact_match": 50.0, "f1": 60.0}, "fi": {"exact_match": 0.0, "f1": 0.0},
+                                      "ar": 0.0, "ko": 40.0})
+  ax = fig.axes[0]
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+      "IE: Germanic", "Afro-Asiatic", "Koreanic", "Uralic", "English (source)", "non-en mean 13.3"]
+  assert [t.get_text() for t in ax.get_xticklabels()] == ["en", "ar", "ko", "fi"]  # grouped by family
+  heights = [bar.get_height() for bar in ax.patches]
+  assert heights[0] == 55.0 and heights[2] == 40.0
+  assert heights[1] == heights[3] == approx(report.ZERO_STUB * 110) and heights[1] > 1  # a visible stub
+  assert [t.get_text() for t in ax.texts] == ["0.0", "0.0", "55.0"]  # zeros labelled; English annotated
+  # Every family of a 40-language task is in the legend.
+  scores = {lg: 50.0 for lg in metrics.TASK_LANGUAGES["panx"]}
+  labels = [t.get_text() for t in report.task_figure("panx", scores).axes[0].get_legend().get_texts()]
+  families = {report.language_family(lg) for lg in scores}
+  assert labels[:len(families)] == [f for f in report.FAMILY_ORDER if f in families]
+  assert labels[len(families):] == ["English (source)", "non-en mean 50.0"]
+
+
+RUNS = {"xnli": {"task": "xnli", "criterion": "en dev accuracy", "selected_step": 200, "train_steps": 300,
+                 "history": [[100, 1.1], [200, 0.7], [300, 0.5]], "train_accuracy": 81.25},
+        "squad": {"task": "xquad", "criterion": None, "selected_step": None, "train_steps": 50,
+                  "history": [[25, 3.0], [50, 2.5]], "train_accuracy": None}}
+RETRIEVAL = {"tatoeba": {"layer": 8, "pooling": "mean", "max_len": 128},
+             "bucc2018": {"layer": 8, "pooling": "cls", "max_len": 512}}
+
+
+def test_report_names_selected_steps_losses_and_retrieval_settings(tmp_path):
+  assert report.finetuning_table(RUNS) == (
+      "| Model | Task | Steps | Selected step | Train acc. | Last loss |\n"
+      "|---|---|---:|---|---:|---:|\n"
+      "| xnli | xnli | 300 | 200 (en dev accuracy) | 81.2 | 0.500 |\n"
+      "| squad | xquad | 50 | final | - | 2.500 |")
+  assert report.retrieval_lines(RETRIEVAL) == (
+      "- bucc2018: layer 8, cls pooling, max length 512.\n- tatoeba: layer 8, mean pooling, max length 128.")
+  # Extra keys ride along with the bare {task: {lg: metrics}} form too.
+  results = {"pawsx": {**PAWSX, "de": {"accuracy": 85.4, "invalid": 3}}, "runs": RUNS, "retrieval": RETRIEVAL}
+  paths = report.write_report(results, str(tmp_path))
+  assert sorted(paths) == ["plots/loss.png", "plots/pawsx.png", "report.md", "results.json"]
+  assert _is_png(paths["plots/loss.png"]) and os.path.getsize(paths["plots/loss.png"]) > 5000
+  text = open(paths["report.md"], encoding="utf-8").read()
+  loss_link = "![fine-tuning loss per model](plots/loss.png)"
+  assert "## Fine-tuning\n\n" + report.finetuning_table(RUNS) + "\n\n" + loss_link in text
+  assert "## Retrieval\n\nSentence embeddings:\n\n" + report.retrieval_lines(RETRIEVAL) in text
+  assert "Invalid predictions (scored as the official scorer does): de 3." in text
+  assert json.load(open(paths["results.json"]))["runs"]["xnli"]["selected_step"] == 200
+  # Without runs / retrieval: no such sections, no loss plot.
+  plain = report.render_markdown({"pawsx": PAWSX})
+  assert "## Fine-tuning" not in plain and "## Retrieval" not in plain and "Invalid" not in plain

@@ -4,8 +4,11 @@ Sources reproduced (see `/work/shared/design/DATA_AND_METRICS.md`):
 
 * google-research/xtreme `evaluate.py`: the leaderboard scorer (accuracy,
   seqeval F1 for panx and udpos, BUCC pair F1, task / category averages).
-* seqeval 0.0.13 `get_entities` / `end_of_chunk` / `start_of_chunk`: chunking
-  (`get_chunks`), including what it does to raw UPOS tags.
+* seqeval 0.0.x (0.0.12 / 0.0.13, identical here) `get_entities` /
+  `end_of_chunk` / `start_of_chunk`: chunking (`get_chunks`) for panx and
+  udpos, including what it does to raw UPOS tags and to malformed NER tags
+  (prefix = first character, type = part after the last `-`; seqeval >= 1.0
+  reads types differently and is not what the leaderboard used).
 * SQuAD `evaluate-v1.1.py` (xquad, tydiqa) and facebookresearch/MLQA
   `mlqa_evaluation_v1.py` (mlqa): `normalize_answer`, EM and F1.
 * google-research/xtreme `third_party/utils_retrieve.py`: `bucc_optimize` /
@@ -74,34 +77,39 @@ def accuracy(predictions: Sequence, labels: Sequence) -> float:
 
 
 def _chunk_ends(prev: str, cur: str, prev_type: str, type_: str) -> bool:
-  """seqeval `end_of_chunk` on prefixes `prev` -> `cur` (first characters)."""
+  """seqeval 0.0.x `end_of_chunk` on prefixes `prev` -> `cur` (first characters)."""
   return (prev in ("E", "S") or (prev in ("B", "I") and cur in ("B", "S", "O"))
           or (prev not in ("O", ".") and prev_type != type_))
 
 
 def _chunk_starts(prev: str, cur: str, prev_type: str, type_: str) -> bool:
-  """seqeval `start_of_chunk`."""
+  """seqeval 0.0.x `start_of_chunk`."""
   return (cur in ("B", "S") or (prev in ("E", "S", "O") and cur in ("E", "I"))
           or (cur not in ("O", ".") and prev_type != type_))
 
 
-def get_chunks(sentences: Iterable[Sequence[str]], legacy: bool = False) -> list[tuple[str, int, int]]:
-  """Chunks `(type, start, end)` of tag sentences, as seqeval's `get_entities`.
+def get_chunks(sentences: Iterable[Sequence[str]]) -> list[tuple[str, int, int]]:
+  """Chunks `(type, start, end)` of tag sentences, as seqeval 0.0.x `get_entities`.
 
-  Sentences are concatenated with an "O" between them (offsets are global, as
-  in seqeval). A tag's first character is its prefix: B/S open a chunk, E/S
-  close one, an I- or E- after O, E or S opens one, and any change of type
-  closes and opens (conlleval style: I-LOC after O or after I-PER starts a
-  chunk). The type is what follows the prefix and its `-` (seqeval >= 1.0:
-  `tag[1:].split('-', 1)[-1] or '_'`); with `legacy=True` it is the part after
-  the *last* `-`, i.e. the whole tag when it has none (seqeval 0.0.13).
+  This is the leaderboard's chunking for panx and udpos alike (XTREME's
+  `evaluate.py` installs seqeval unpinned; 0.0.12 / 0.0.13 were current when
+  the leaderboard was built). Sentences are concatenated with an "O" between
+  them (offsets are global). A tag's *first character* is its prefix and the
+  part after its *last* `-` its type (the whole tag when it has none; "O" has
+  type "O"). B/S open a chunk, E/S close one, an I or E after O, E or S opens
+  one, and any change of type closes and opens one (I-LOC after O or after
+  I-PER starts a chunk). Malformed tags follow the same rules, so their chunk
+  boundaries come from type changes only: `X-PER` and `b-per` (prefixes X, b)
+  continue a chunk of the same type and open one on a type change (`b-per`
+  is type "per", not "PER"); `B-` is a B with the empty type; a bare `PER`
+  (prefix P) is a one-type run like `I-PER` after O; `B-X-PER` has type PER.
+  seqeval >= 1.0 differs (type `tag[1:].split('-', 1)[-1]`): not used.
   """
   flat = [tag for sentence in sentences for tag in (*sentence, "O")]
   chunks = []
   prev, prev_type, begin = "O", "", 0
   for i, tag in enumerate(flat + ["O"]):
-    prefix = tag[:1]
-    type_ = tag.split("-")[-1] if legacy else (tag[1:].split("-", 1)[-1] or "_")
+    prefix, type_ = tag[:1], tag.split("-")[-1]
     if _chunk_ends(prev, prefix, prev_type, type_):
       chunks.append((prev_type, begin, i - 1))
     if _chunk_starts(prev, prefix, prev_type, type_):
@@ -117,12 +125,11 @@ def _check_sentences(predictions: Sequence[Sequence[str]], labels: Sequence[Sequ
       raise ValueError(f"sentence {i}: {len(p)} predicted tags but {len(g)} gold tags")
 
 
-def chunk_prf(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]],
-              legacy: bool = False) -> dict[str, float]:
-  """Micro precision / recall / F1 x100 over the chunk sets of all sentences."""
+def chunk_prf(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict[str, float]:
+  """Micro precision / recall / F1 x100 over the chunk sets of all sentences (seqeval 0.0.x)."""
   _check_sentences(predictions, labels)
-  gold = set(get_chunks(labels, legacy))
-  pred = set(get_chunks(predictions, legacy))
+  gold = set(get_chunks(labels))
+  pred = set(get_chunks(predictions))
   correct = len(gold & pred)
   p = correct / len(pred) if pred else 0
   r = correct / len(gold) if gold else 0
@@ -131,7 +138,11 @@ def chunk_prf(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[st
 
 
 def entity_f1(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict[str, float]:
-  """Entity-level micro precision / recall / F1 x100 over IOB2 tags (panx)."""
+  """Entity-level micro precision / recall / F1 x100 over IOB2 tags (panx).
+
+  Chunked as the leaderboard's seqeval 0.0.x does (`get_chunks`), also for
+  malformed tags such as `B-`, `X-PER` or `b-per`.
+  """
   return chunk_prf(predictions, labels)
 
 
@@ -152,7 +163,7 @@ def pos_leaderboard_f1(predictions: Sequence[Sequence[str]], labels: Sequence[Se
   repeated, a tag starting with E would close a chunk, and INTJ (prefix I)
   behaves like an I- tag. The value is not token accuracy; report both.
   """
-  return chunk_prf(predictions, labels, legacy=True)
+  return chunk_prf(predictions, labels)
 
 
 # ---------------------------------------------------------------------------
@@ -233,25 +244,34 @@ def qa_f1(prediction: str, gold: str, lang: Optional[str] = None) -> float:
   return (2 * precision * recall) / (precision + recall)
 
 
-def _qa_em_f1(dataset, predictions: Mapping[str, str], lang: Optional[str]) -> dict:
+def _questions(dataset) -> Iterable[Mapping]:
   if isinstance(dataset, Mapping):
     if "data" not in dataset:
       raise ValueError("not a SQuAD dataset: no 'data' key")
     dataset = dataset["data"]
-  exact_match = f1 = total = missing = 0
   for article in dataset:
     for paragraph in article["paragraphs"]:
-      for qa in paragraph["qas"]:
-        total += 1
-        if qa["id"] not in predictions:
-          missing += 1
-          continue
-        golds = [answer["text"] for answer in qa["answers"]]
-        if not golds:
-          raise ValueError(f"question {qa['id']!r} has no gold answer")
-        prediction = predictions[qa["id"]]
-        exact_match += max(qa_exact_match(prediction, g, lang) for g in golds)
-        f1 += max(qa_f1(prediction, g, lang) for g in golds)
+      yield from paragraph["qas"]
+
+
+def question_ids(dataset) -> list[str]:
+  """The question ids of a SQuAD v1.1 dataset (the JSON dict or its "data" list), in file order."""
+  return [qa["id"] for qa in _questions(dataset)]
+
+
+def _qa_em_f1(dataset, predictions: Mapping[str, str], lang: Optional[str]) -> dict:
+  exact_match = f1 = total = missing = 0
+  for qa in _questions(dataset):
+    total += 1
+    if qa["id"] not in predictions:
+      missing += 1
+      continue
+    golds = [answer["text"] for answer in qa["answers"]]
+    if not golds:
+      raise ValueError(f"question {qa['id']!r} has no gold answer")
+    prediction = predictions[qa["id"]]
+    exact_match += max(qa_exact_match(prediction, g, lang) for g in golds)
+    f1 += max(qa_f1(prediction, g, lang) for g in golds)
   if not total:
     raise ValueError("the dataset has no questions")
   return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total,

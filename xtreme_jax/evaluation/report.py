@@ -7,17 +7,33 @@ Input is the result dict of `scorer.score_submission` (or of
                       "average": {...}, "score": float | None, "complete": bool}},
      "missing_tasks": [...], "categories": {...}, "overall": float | None}
 
-* `markdown_task_table`: one task, languages as columns (English first, then
-  the benchmark's order, then any other language given), an `avg` column, the
-  task's metrics as rows, as in the XTREME paper's appendix tables.
+and, optionally (rendered when present), what the runner knows of its models:
+
+    "runs": {model: {"task": str, "criterion": str | None, "selected_step": int | None,
+                     "train_steps": int, "history": [[step, loss], ...],
+                     "train_accuracy": float | None (x100)}},
+    "retrieval": {"bucc2018" | "tatoeba": {"layer": int, "pooling": "cls" | "mean",
+                                           "max_len": int}}
+
+* `markdown_task_table`: one task, the languages scored as columns (English
+  first, then the benchmark's order, then any other language), an `avg`
+  column, the task's metrics as rows, as in the XTREME paper's appendix
+  tables; `not_scored_line` lists the other languages in one line.
 * `transfer_gap_table`: per task, the English score, the mean of the other
   languages and their difference (DATA_AND_METRICS.md: "English score minus
-  mean of the other languages"); `-` where a task has no English test set.
+  mean of the other languages"; QA tasks on EM, as XTREME's Table 3); `-`
+  where a task has no English test set.
 * `summary_table`: task scores, category scores, overall.
+* `finetuning_table` / `retrieval_lines`: the models (selected step or
+  "final", train accuracy) and the retrieval embeddings (layer, pooling,
+  maximum length).
 * `plot_task`: bar chart of one task's score per language, grouped and
-  coloured by language family (matplotlib, Agg canvas, no pyplot state).
-* `render_markdown` / `write_report`: the whole report; every file is written
-  atomically (temporary file in the same folder, then `os.replace`).
+  coloured by language family, every family in the legend, a score of 0 drawn
+  as a stub labelled "0.0"; `plot_losses`: training loss per model
+  (matplotlib, Agg canvas, no pyplot state).
+* `render_markdown` / `write_report`: the whole report, opening with the
+  score table; every file is written atomically (temporary file in the same
+  folder, then `os.replace`).
 
 Numbers are shown with one decimal; nothing is printed.
 """
@@ -89,7 +105,11 @@ TASK_ROWS = {
 }
 CATEGORY_LABEL = {"classification": "Classification", "structured_prediction": "Structured prediction",
                   "qa": "Question answering", "retrieval": "Retrieval"}
-_COUNT_KEYS = ("total", "missing")
+_COUNT_KEYS = ("total", "missing", "invalid")
+# Optional keys of the results that are not tasks (see the module docstring).
+EXTRA_KEYS = ("runs", "retrieval")
+# The transfer gap of QA tasks is on exact match (XTREME's Table 3).
+GAP_METRIC = {task: ("exact_match", "EM") for task in metrics.QA_TASKS}
 
 
 # ---------------------------------------------------------------------------
@@ -144,8 +164,16 @@ def _markdown(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequen
   return "\n".join(lines)
 
 
+def _normalise(results: Mapping) -> Mapping:
+  """The scorer's result dict: `results` itself, or built by `results_from_metrics` (extra keys kept)."""
+  if "tasks" in results:
+    return results
+  per_task = {k: v for k, v in results.items() if k not in EXTRA_KEYS}
+  return {**results_from_metrics(per_task), **{k: results[k] for k in EXTRA_KEYS if k in results}}
+
+
 def _tasks(results: Mapping) -> dict:
-  return dict(results["tasks"]) if "tasks" in results else results_from_metrics(results)["tasks"]
+  return dict(_normalise(results)["tasks"])
 
 
 def _ordered_tasks(tasks: Mapping) -> list[str]:
@@ -187,9 +215,9 @@ def results_from_metrics(per_task: Mapping[str, Mapping[str, object]]) -> dict:
 def markdown_task_table(task: str, per_language_metrics: Mapping[str, object]) -> str:
   """One task's table: languages as columns (English first) plus `avg`, metrics as rows.
 
-  Columns are all the task's benchmark languages (English first, then the
-  benchmark's order; `-` for a language not given), then any other language
-  given, then `avg`.
+  Columns are the languages given only (English first, then the benchmark's
+  order, then any other language), then `avg`; the task's other languages
+  belong in `not_scored_line`.
 
   Values are the per-language metrics dicts of the scorer (a bare float is
   the task's score). QA cells are `F1 / EM` (plus an `(EM + F1) / 2` row only
@@ -199,9 +227,7 @@ def markdown_task_table(task: str, per_language_metrics: Mapping[str, object]) -
   """
   _check_task(task)
   per_language = {lg: _as_metrics(task, r) for lg, r in per_language_metrics.items()}
-  # Every benchmark language is a column (`-` when not given), then any other language given.
-  columns = ordered_languages(task, [*metrics.TASK_LANGUAGES[task], *per_language])
-  languages = [lg for lg in columns if lg in per_language]
+  languages = ordered_languages(task, list(per_language))
   qa_bare = False
   if task in metrics.QA_TASKS:
     qa_bare = any("em_f1" in r and not ("f1" in r and "exact_match" in r) for r in per_language.values())
@@ -215,25 +241,63 @@ def markdown_task_table(task: str, per_language_metrics: Mapping[str, object]) -
       if not have:
         continue
       cells = [f"{_fmt(per_language[lg]['f1'])} / {_fmt(per_language[lg]['exact_match'])}"
-               if lg in have else "-" for lg in columns]
+               if lg in have else "-" for lg in languages]
       avg = (f"{_fmt(_mean([per_language[lg]['f1'] for lg in have]))} / "
              f"{_fmt(_mean([per_language[lg]['exact_match'] for lg in have]))}")
     else:
       have = [lg for lg in languages if key in per_language[lg]]
       if not have or (key == "em_f1" and not qa_bare):
         continue
-      cells = [_fmt(per_language[lg][key]) if lg in have else "-" for lg in columns]
+      cells = [_fmt(per_language[lg][key]) if lg in have else "-" for lg in languages]
       avg = _fmt(_mean([per_language[lg][key] for lg in have]))
     rows.append([label, *cells, avg])
-  return _markdown(["Metric", *columns, "avg"], ["---"] + ["---:"] * (len(columns) + 1), rows)
+  return _markdown(["Metric", *languages, "avg"], ["---"] + ["---:"] * (len(languages) + 1), rows)
+
+
+def not_scored_line(missing: Mapping[str, str], task: Optional[str] = None) -> str:
+  """One line naming the languages without a result, grouped by reason ("" when none).
+
+  E.g. "Not scored: ar, bg (no prediction file); fr (no label file)."
+  """
+  by_reason: dict[str, list[str]] = {}
+  for lg in ordered_languages(task, list(missing)):
+    by_reason.setdefault(missing[lg], []).append(lg)
+  if not by_reason:
+    return ""
+  return "Not scored: " + "; ".join(f"{', '.join(lgs)} ({reason})" for reason, lgs in by_reason.items()) + "."
+
+
+def invalid_line(task: str, per_language_metrics: Mapping[str, object]) -> str:
+  """One line counting the invalid predictions per language ("" when none)."""
+  counts = {lg: r.get("invalid") for lg, r in per_language_metrics.items() if isinstance(r, Mapping)}
+  found = [f"{lg} {counts[lg]}" for lg in ordered_languages(task, list(counts)) if counts[lg]]
+  if not found:
+    return ""
+  return "Invalid predictions (scored as the official scorer does): " + ", ".join(found) + "."
+
+
+def gap_label(task: str) -> str:
+  """The metric of the task's transfer gap: EM for QA tasks, else the task's score."""
+  return GAP_METRIC[task][1] if task in GAP_METRIC else score_label(task)
+
+
+def _gap_scores(task: str, per_language: Mapping[str, object]) -> dict[str, float]:
+  if task not in GAP_METRIC:
+    return {lg: _score(task, r) for lg, r in per_language.items()}
+  key = GAP_METRIC[task][0]
+  return {lg: float(r[key]) for lg, r in per_language.items() if isinstance(r, Mapping) and key in r}
 
 
 def transfer_gaps(results: Mapping) -> dict[str, dict]:
-  """Per task: `{"en", "non_en_mean", "gap", "n_non_en"}` (None where not defined)."""
+  """Per task: `{"en", "non_en_mean", "gap", "n_non_en"}` (None where not defined).
+
+  Scores are the task's score, except QA tasks: exact match (XTREME's
+  Table 3); QA languages given without EM are left out.
+  """
   out = {}
   tasks = _tasks(results)
   for task in _ordered_tasks(tasks):
-    scores = {lg: _score(task, r) for lg, r in tasks[task]["languages"].items()}
+    scores = _gap_scores(task, tasks[task]["languages"])
     others = [s for lg, s in scores.items() if lg != ENGLISH]
     en = scores.get(ENGLISH)
     mean = _mean(others)
@@ -244,7 +308,7 @@ def transfer_gaps(results: Mapping) -> dict[str, dict]:
 
 def transfer_gap_table(results: Mapping) -> str:
   """Tasks as rows: English score, mean of the non-English languages, gap (en minus mean)."""
-  rows = [[task, score_label(task), _fmt(g["en"]), _fmt(g["non_en_mean"]), _fmt(g["gap"])]
+  rows = [[task, gap_label(task), _fmt(g["en"]), _fmt(g["non_en_mean"]), _fmt(g["gap"])]
           for task, g in transfer_gaps(results).items()]
   return _markdown(["Task", "Metric", "en", "Non-en mean", "Gap"], ["---", "---", "---:", "---:", "---:"], rows)
 
@@ -256,8 +320,7 @@ def summary_table(results: Mapping) -> str:
   scorer, left out of categories and overall. Tasks not scored at all are
   listed under the table.
   """
-  if "tasks" not in results:
-    results = results_from_metrics(results)
+  results = _normalise(results)
   tasks = results["tasks"]
   rows, incomplete = [], False
   for task in _ordered_tasks(tasks):
@@ -278,24 +341,66 @@ def summary_table(results: Mapping) -> str:
   return text
 
 
+def _selected(run: Mapping) -> str:
+  step = run.get("selected_step")
+  if step is None:
+    return "final"
+  return f"{step} ({run['criterion']})" if run.get("criterion") else str(step)
+
+
+def _last_loss(run: Mapping) -> Optional[float]:
+  history = run.get("history") or []
+  return float(history[-1][1]) if history else None
+
+
+def finetuning_table(runs: Mapping[str, Mapping]) -> str:
+  """Models as rows: task, training steps, the step selected (and by what) or "final", train accuracy, last loss."""
+  rows = [[name, str(run.get("task", "-")), str(run.get("train_steps", "-")), _selected(run),
+           _fmt(run.get("train_accuracy")), "-" if _last_loss(run) is None else f"{_last_loss(run):.3f}"]
+          for name, run in runs.items()]
+  return _markdown(["Model", "Task", "Steps", "Selected step", "Train acc.", "Last loss"],
+                   ["---", "---", "---:", "---", "---:", "---:"], rows)
+
+
+def retrieval_lines(retrieval: Mapping[str, Mapping]) -> str:
+  """One line per retrieval task: the encoder layer, pooling and maximum length of its sentence embeddings."""
+  lines = []
+  for task in _ordered_tasks(retrieval):
+    settings = retrieval[task]
+    parts = [f"layer {settings['layer']}" if "layer" in settings else "",
+             f"{settings['pooling']} pooling" if "pooling" in settings else "",
+             f"max length {settings['max_len']}" if "max_len" in settings else ""]
+    lines.append(f"- {task}: " + (", ".join(p for p in parts if p) or "no settings recorded") + ".")
+  return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------
 # Plots.
+
+# A score of exactly 0 is drawn this high (fraction of the y range), labelled "0.0".
+ZERO_STUB = 0.012
 
 
 def language_family(lang: str) -> str:
   return LANGUAGE_FAMILY.get(lang, OTHER_FAMILY)
 
 
-def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str) -> str:
-  """Bar chart of the score per language, grouped and coloured by language family.
-
-  `per_language_scores` maps language -> score (or the scorer's metrics dict).
-  English is hatched and annotated; a dashed line is the non-English mean.
-  Languages not in `LANGUAGE_FAMILY` are grouped as "Other". Written
-  atomically to `out_png`, which is returned.
-  """
+def _figure(width: float, height: float = 4.2):
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
+
+  fig = Figure(figsize=(width, height), dpi=100)
+  FigureCanvasAgg(fig)
+  return fig
+
+
+def _save(fig, out_png: str) -> str:
+  atomic.write_with(out_png, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))
+  return out_png
+
+
+def task_figure(task: str, per_language_scores: Mapping[str, object]):
+  """The `plot_task` figure (matplotlib `Figure`, Agg canvas)."""
   from matplotlib.patches import Patch
   from matplotlib import colormaps
 
@@ -312,16 +417,20 @@ def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str
   values = [scores[lg] for lg in order]
   finite = [v for v in values if math.isfinite(v)]
   label = score_label(task) if task in metrics.TASK_METRIC else "Score"
+  top = max([100.0] + finite) * 1.1
+  stub = ZERO_STUB * top
 
-  fig = Figure(figsize=(max(6.0, 0.32 * len(order) + 3.5), 4.2), dpi=100)
-  FigureCanvasAgg(fig)
+  fig = _figure(max(6.0, 0.32 * len(order) + 3.5))
   ax = fig.add_subplot(1, 1, 1)
   xs = list(range(len(order)))
-  bars = ax.bar(xs, values, color=[colour[f] for f in families], edgecolor="black", linewidth=0.4)
+  bars = ax.bar(xs, [stub if v == 0 else v for v in values], color=[colour[f] for f in families],
+                edgecolor="black", linewidth=0.4)
+  for x, v in zip(xs, values):  # A zero is a stub with its value written above it.
+    if v == 0 and order[x] != ENGLISH:
+      ax.annotate("0.0", (x, stub), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
   for x in range(1, len(order)):  # Thin separators between family groups.
     if families[x] != families[x - 1]:
       ax.axvline(x - 0.5, color="0.85", linewidth=0.8, zorder=0)
-  top = max([100.0] + finite) * 1.1
   ax.set_ylim(min([0.0] + finite), top)
   ax.set_xticks(xs)
   ax.set_xticklabels(order, fontsize=8)
@@ -333,7 +442,7 @@ def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str
     bars[i].set_hatch("//")
     bars[i].set_linewidth(1.2)
     ax.get_xticklabels()[i].set_fontweight("bold")
-    ax.annotate(f"{scores[ENGLISH]:.1f}", (i, scores[ENGLISH]), xytext=(0, 2), textcoords="offset points",
+    ax.annotate(f"{scores[ENGLISH]:.1f}", (i, bars[i].get_height()), xytext=(0, 2), textcoords="offset points",
                 ha="center", va="bottom", fontsize=7, fontweight="bold")
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="English (source)"))
   others = [v for lg, v in scores.items() if lg != ENGLISH and math.isfinite(v)]
@@ -344,15 +453,57 @@ def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str
   ax.set_ylabel(f"{label} (%)")
   ax.set_xlabel("language (grouped by family)")
   ax.set_title(f"{task}: {label} per language")
+  # Every handle in one column beside the axes; the figure grows so that none is cut off.
+  fig.set_figheight(max(4.2, 0.6 + 0.17 * len(handles)))
   ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
   ax.spines["top"].set_visible(False)
   ax.spines["right"].set_visible(False)
-  atomic.write_with(out_png, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))
-  return out_png
+  return fig
+
+
+def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str) -> str:
+  """Bar chart of the score per language, grouped and coloured by language family.
+
+  `per_language_scores` maps language -> score (or the scorer's metrics dict).
+  English is hatched and annotated; a dashed line is the non-English mean; a
+  score of exactly 0 is a stub labelled "0.0". The legend lists every family
+  present; languages not in `LANGUAGE_FAMILY` are grouped as "Other". Written
+  atomically to `out_png`, which is returned.
+  """
+  return _save(task_figure(task, per_language_scores), out_png)
+
+
+def _histories(runs: Mapping[str, Mapping]) -> dict[str, list]:
+  return {name: [(float(s), float(l)) for s, l in run["history"]]
+          for name, run in runs.items() if run.get("history")}
+
+
+def plot_losses(runs: Mapping[str, Mapping], out_png: str) -> str:
+  """Training loss against step, one line per model (a dot at the selected step); written atomically."""
+  histories = _histories(runs)
+  if not histories:
+    raise ValueError("no model has a loss history")
+  fig = _figure(7.0)
+  ax = fig.add_subplot(1, 1, 1)
+  for name, history in histories.items():
+    steps, losses = zip(*history)
+    (line,) = ax.plot(steps, losses, linewidth=1.2, label=name)
+    selected = runs[name].get("selected_step")
+    if selected is not None and float(selected) in steps:
+      ax.plot([selected], [losses[steps.index(float(selected))]], "o", color=line.get_color(), markersize=4)
+  ax.set_xlabel("step")
+  ax.set_ylabel("training loss")
+  ax.set_title("Fine-tuning loss (dot: selected step)")
+  ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+  ax.spines["top"].set_visible(False)
+  ax.spines["right"].set_visible(False)
+  return _save(fig, out_png)
 
 
 # ---------------------------------------------------------------------------
 # Report.
+
+LOSS_PLOT = "plots/loss.png"
 
 
 def _plot_name(task: str) -> str:
@@ -360,37 +511,44 @@ def _plot_name(task: str) -> str:
 
 
 def render_markdown(results: Mapping) -> str:
-  """The report: summary, transfer gaps, then one section per task (table, missing, plot link)."""
-  if "tasks" not in results:
-    results = results_from_metrics(results)
+  """The report: the score table first, then the models, retrieval settings, transfer gaps and one section per task.
+
+  A task's section has its table (scored languages only), one "Not scored"
+  line for the others, a line counting invalid predictions, and its plot.
+  """
+  results = _normalise(results)
   tasks = results["tasks"]
-  parts = ["# XTREME results", "## Summary", summary_table(results),
-           "## Cross-lingual transfer gap",
-           "English score minus the mean of the other languages (`-`: no English test set).",
-           transfer_gap_table(results)]
+  parts = ["# XTREME results", summary_table(results)]
+  runs = results.get("runs") or {}
+  if runs:
+    parts += ["## Fine-tuning", finetuning_table(runs)]
+    if _histories(runs):
+      parts.append(f"![fine-tuning loss per model]({LOSS_PLOT})")
+  if results.get("retrieval"):
+    parts += ["## Retrieval", "Sentence embeddings:", retrieval_lines(results["retrieval"])]
+  parts += ["## Cross-lingual transfer gap",
+            "English score minus the mean of the other languages (QA tasks: EM, as in XTREME's Table 3; "
+            "`-`: no English test set).",
+            transfer_gap_table(results)]
   for task in _ordered_tasks(tasks):
     t = tasks[task]
     parts.append(f"## {task}")
-    if not t["languages"]:
-      parts.append("No language scored.")
-    else:
-      parts.append(markdown_task_table(task, t["languages"]))
-    if t["missing"]:
-      parts.append("Missing: " + ", ".join(f"{lg} ({reason})" for lg, reason in t["missing"].items()) + ".")
+    parts.append(markdown_task_table(task, t["languages"]) if t["languages"] else "No language scored.")
+    parts += [line for line in (not_scored_line(t["missing"], task), invalid_line(task, t["languages"])) if line]
     if t["languages"]:
       parts.append(f"![{task}: {score_label(task)} per language]({_plot_name(task)})")
   return "\n\n".join(parts) + "\n"
 
 
 def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
-  """Write `results.json`, `report.md` and `plots/<task>.png` under `out_dir`, atomically.
+  """Write `results.json`, `report.md`, `plots/<task>.png` (and `plots/loss.png`) under `out_dir`, atomically.
 
   Returns `{relative path: absolute path}` of every file written, e.g.
   `{"results.json": ..., "report.md": ..., "plots/xnli.png": ...}`. A task
-  with no language scored gets no plot.
+  with no language scored gets no plot; the loss plot needs a model with a
+  loss history (`results["runs"]`).
   """
-  if "tasks" not in results:
-    results = results_from_metrics(results)
+  results = _normalise(results)
   out_dir = os.path.abspath(out_dir)
   paths = {}
   for task in _ordered_tasks(results["tasks"]):
@@ -398,6 +556,8 @@ def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
     if languages:
       name = _plot_name(task)
       paths[name] = plot_task(task, languages, os.path.join(out_dir, name))
+  if _histories(results.get("runs") or {}):
+    paths[LOSS_PLOT] = plot_losses(results["runs"], os.path.join(out_dir, LOSS_PLOT))
   paths["results.json"] = os.path.join(out_dir, "results.json")
   atomic.write_json(paths["results.json"], results)
   paths["report.md"] = os.path.join(out_dir, "report.md")

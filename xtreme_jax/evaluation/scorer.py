@@ -18,30 +18,78 @@ refused with `SubmissionError`; a language without a prediction or label file
 is reported under `missing`. Task scores are equal-weight means over the
 languages scored; categories and `overall` use complete tasks only.
 
-`main(argv)` backs `xtreme-jax score --predictions DIR --labels DIR [--out FILE]`.
+Invalid predictions (an XNLI label `maybe`, a PAN-X tag `B-FOO` or `b-per`, a
+UD-POS tag `NOUNX`, a Tatoeba line that is no index, an empty QA answer) are
+scored as the official `evaluate.py` scores them: never equal to a label,
+chunked by seqeval 0.0.x's rules (`metrics.get_chunks`), the empty string.
+Each file with some gets one warning that counts them, and its result an
+`invalid` count (0 otherwise). A value found in the labels file is valid.
+
+Order: xnli, pawsx, panx, udpos and tatoeba predictions are matched to the
+labels line by line, and the TFDS builders shuffle examples. A folder may
+carry `manifest.json` = `{"data_source": "official" | "tfds"}` (`write_manifest`;
+absent: "official"); when the submission's source differs from the labels',
+those tasks are refused rather than scored near 0. QA predictions are keyed by
+question id, and a file covering under half of the gold ids is refused;
+bucc2018 pairs carry ids.
+
+`main(argv)` backs `xtreme-jax score --predictions DIR --labels DIR [--out FILE]
+[--tasks T,...]`; the JSON goes by default beside the submission folder, to
+`<parent>/scores-<folder name>.json` (never inside it).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import logging
 import os
+import re
 import sys
 from typing import Optional, Sequence
 
-from xtreme_jax import atomic, text
+from xtreme_jax import atomic, errors, text
 from xtreme_jax.evaluation import metrics
 
-COUNT_KEYS = ("total", "missing")
+COUNT_KEYS = ("total", "missing", "invalid")
+MANIFEST = "manifest.json"
+DATA_SOURCES = ("official", "tfds")
+# Tasks whose predictions are matched to the labels by position (no ids).
+ORDER_DEPENDENT = ("xnli", "pawsx", "panx", "udpos", "tatoeba")
+# A QA prediction file must answer at least this fraction of the gold question ids.
+MIN_QA_ID_OVERLAP = 0.5
+# The values a prediction may take (besides any value of the labels file).
+VALID = {
+    "xnli": frozenset(("contradiction", "entailment", "neutral")),
+    "pawsx": frozenset(("0", "1")),
+    "panx": frozenset(["O"] + [f"{prefix}-{type_}" for prefix in "BI" for type_ in ("PER", "ORG", "LOC")]),
+    "udpos": frozenset("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split()),
+}
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+_ORDER = {"official": "the official order", "tfds": "TFDS order (the TFDS builders shuffle examples)"}
+_SAME_SOURCE = ("predictions and labels in another order or from another split or data source? "
+                "(the TFDS builders shuffle examples)")
+# How the official scorer treats an invalid prediction, per kind of file.
+_AS_OFFICIAL = {
+    "labels": "scored as wrong, as the official evaluate.py does",
+    "indices": "scored as wrong, as the official evaluate.py does",
+    "tags": "chunked as the official scorer's seqeval 0.0.x does (prefix: first character, type: after the last '-')",
+    "answers": "scored as the empty string, as the official scorer does",
+}
 
 
-class SubmissionError(ValueError):
-  """A prediction file that cannot be scored (wrong counts, malformed lines)."""
+class SubmissionError(errors.DataError):
+  """A prediction or label file that cannot be scored (wrong counts, malformed lines, another order)."""
+
+
+# ---------------------------------------------------------------------------
+# Reading.
 
 
 def _read_lines(path: str) -> list[str]:
-  with open(path, encoding="utf-8") as f:
-    lines = [line.strip() for line in f]
+  """Stripped lines (universal newlines, as `open`); trailing blank lines dropped."""
+  lines = [line.strip() for line in io.StringIO(text.read_utf8(path), newline=None)]
   while lines and not lines[-1]:
     lines.pop()
   return lines
@@ -52,13 +100,16 @@ def _read_sentences(path: str) -> list[list[str]]:
 
 
 def _read_json(path: str):
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  try:
+    return json.loads(text.read_utf8(path))
+  except json.JSONDecodeError as e:
+    raise SubmissionError(f"{errors.location(path, e.lineno)}: not valid JSON ({e.msg})") from None
 
 
-def _same_count(pred_path: str, n_pred: int, label_path: str, n_gold: int, what: str) -> None:
+def _same_count(pred_path: str, n_pred: int, label_path: str, n_gold: int, what: str, hint: str = "") -> None:
   if n_pred != n_gold:
-    raise SubmissionError(f"{pred_path}: {n_pred} {what}, but the labels {label_path} have {n_gold}")
+    raise SubmissionError(f"{pred_path}: {n_pred} {what}, but the labels {label_path} have {n_gold}"
+                          + (f": {hint}" if hint else ""))
 
 
 def _pairs(path: str) -> list[tuple[str, str]]:
@@ -68,44 +119,153 @@ def _pairs(path: str) -> list[tuple[str, str]]:
       continue
     fields = line.split("\t")
     if len(fields) != 2:
-      raise SubmissionError(f"{path}:{number}: expected 'lg-id<TAB>en-id', got {line!r}")
+      raise SubmissionError(f"{errors.location(path, number)}: expected 'lg-id<TAB>en-id', got {line!r}")
     pairs.append((fields[0], fields[1]))
   return pairs
 
 
-def _indices(path: str) -> list[int]:
+# ---------------------------------------------------------------------------
+# One file.
+
+
+def _score_lines(task: str, pred_path: str, label_path: str):
+  preds, golds = _read_lines(pred_path), _read_lines(label_path)
+  _same_count(pred_path, len(preds), label_path, len(golds), "lines")
+  if task == "tatoeba":
+    for number, gold in enumerate(golds, 1):
+      if not _INDEX.fullmatch(gold):
+        raise SubmissionError(f"{errors.location(label_path, number)}: expected a 0-based integer index, got {gold!r}")
+    invalid = [p for p in preds if not _INDEX.fullmatch(p)]
+    return {"accuracy": metrics.accuracy(preds, golds)}, invalid, len(preds), "indices"
+  valid = VALID[task] | set(golds)
+  return {"accuracy": metrics.accuracy(preds, golds)}, [p for p in preds if p not in valid], len(preds), "labels"
+
+
+def _score_tags(task: str, pred_path: str, label_path: str):
+  preds, golds = _read_sentences(pred_path), _read_sentences(label_path)
+  _same_count(pred_path, len(preds), label_path, len(golds), "sentences")
+  for i, (p, g) in enumerate(zip(preds, golds), 1):
+    _same_count(pred_path, len(p), label_path, len(g), f"tags in sentence {i}", _SAME_SOURCE)
+  valid = VALID[task] | {tag for sentence in golds for tag in sentence}
+  invalid = [tag for sentence in preds for tag in sentence if tag not in valid]
+  n_tags = sum(len(s) for s in preds)
+  if task == "panx":
+    return metrics.entity_f1(preds, golds), invalid, n_tags, "tags"
+  result = {**metrics.pos_leaderboard_f1(preds, golds), "accuracy": metrics.pos_token_accuracy(preds, golds)}
+  return result, invalid, n_tags, "tags"
+
+
+def _score_qa(task: str, lang: str, pred_path: str, label_path: str):
+  predictions = _read_json(pred_path)
+  if not isinstance(predictions, dict) or not all(isinstance(v, str) for v in predictions.values()):
+    raise SubmissionError(f"{pred_path}: expected a JSON object {{question_id: answer_text}}")
+  dataset = _read_json(label_path)
   try:
-    return [int(line) for line in _read_lines(path)]
-  except ValueError as e:
-    raise SubmissionError(f"{path}: every line must be one integer index ({e})") from None
+    ids = metrics.question_ids(dataset)
+  except (KeyError, TypeError) as e:
+    raise SubmissionError(f"{label_path}: not a SQuAD v1.1 dataset ({type(e).__name__}: {e})") from None
+  found = sum(qid in predictions for qid in ids)
+  if ids and found < MIN_QA_ID_OVERLAP * len(ids):
+    raise SubmissionError(f"{pred_path}: only {found} of the {len(ids)} question ids of the labels {label_path} "
+                          "have a prediction: the ids do not match the labels (wrong split or source?)")
+  invalid = [qid for qid in ids if qid in predictions and not predictions[qid].strip()]
+  if task == "mlqa":
+    result = metrics.mlqa_em_f1(dataset, predictions, lang)
+  else:
+    result = metrics.squad_em_f1(dataset, predictions)
+  return result, invalid, found, "answers"
+
+
+def _score(task: str, lang: str, pred_path: str, label_path: str):
+  if task in ("xnli", "pawsx", "tatoeba"):
+    return _score_lines(task, pred_path, label_path)
+  if task in ("panx", "udpos"):
+    return _score_tags(task, pred_path, label_path)
+  if task == "bucc2018":
+    return metrics.bucc_f1(_pairs(pred_path), _pairs(label_path)), [], 0, "pairs"
+  return _score_qa(task, lang, pred_path, label_path)
+
+
+def _warn_invalid(pred_path: str, invalid: list, total: int, what: str) -> None:
+  if what == "answers":
+    found = f"{len(invalid)} of {total} answers are empty"
+  else:
+    examples = ", ".join(repr(v) for v in list(dict.fromkeys(invalid))[:3])
+    found = f"{len(invalid)} of {total} {what} are invalid (e.g. {examples})"
+  logging.warning("%s: %s; %s", pred_path, found, _AS_OFFICIAL[what])
 
 
 def score_file(task: str, lang: str, pred_path: str, label_path: str) -> dict:
-  """Metrics of one language's prediction file (keys as in `metrics`)."""
-  if task in ("xnli", "pawsx", "tatoeba"):
-    read = _indices if task == "tatoeba" else _read_lines
-    preds, golds = read(pred_path), read(label_path)
-    _same_count(pred_path, len(preds), label_path, len(golds), "lines")
-    return {"accuracy": metrics.accuracy(preds, golds)}
-  if task in ("panx", "udpos"):
-    preds, golds = _read_sentences(pred_path), _read_sentences(label_path)
-    _same_count(pred_path, len(preds), label_path, len(golds), "sentences")
-    for i, (p, g) in enumerate(zip(preds, golds), 1):
-      _same_count(pred_path, len(p), label_path, len(g), f"tags in sentence {i}")
-    if task == "panx":
-      return metrics.entity_f1(preds, golds)
-    return {**metrics.pos_leaderboard_f1(preds, golds), "accuracy": metrics.pos_token_accuracy(preds, golds)}
-  if task == "bucc2018":
-    return metrics.bucc_f1(_pairs(pred_path), _pairs(label_path))
-  if task in metrics.QA_TASKS:
-    predictions = _read_json(pred_path)
-    if not isinstance(predictions, dict) or not all(isinstance(v, str) for v in predictions.values()):
-      raise SubmissionError(f"{pred_path}: expected a JSON object {{question_id: answer_text}}")
-    dataset = _read_json(label_path)
-    if task == "mlqa":
-      return metrics.mlqa_em_f1(dataset, predictions, lang)
-    return metrics.squad_em_f1(dataset, predictions)
-  raise ValueError(f"unknown task {task!r}")
+  """Metrics of one language's prediction file (keys as in `metrics`) plus `invalid`.
+
+  `invalid` counts the predictions that are no valid value of the task (or
+  empty QA answers); they are scored as the official scorer scores them and
+  a file with some logs one warning. Unreadable or mismatched files raise
+  `SubmissionError` (one line naming the file).
+  """
+  if task not in metrics.TASK_METRIC:
+    raise errors.ConfigError(f"unknown task {task!r}; known: {list(metrics.TASK_METRIC)}")
+  try:
+    result, invalid, total, what = _score(task, lang, pred_path, label_path)
+  except errors.UserError:  # already names its file
+    raise
+  except ValueError as e:  # empty files, labels without answers, ...
+    raise SubmissionError(f"{pred_path} against the labels {label_path}: {e}") from e
+  if invalid:
+    _warn_invalid(pred_path, invalid, total, what)
+  return {**result, "invalid": len(invalid)}
+
+
+# ---------------------------------------------------------------------------
+# A folder.
+
+
+def write_manifest(submission_dir: str, data_source: str) -> str:
+  """Records the data the predictions (or labels) were made from in `<dir>/manifest.json`; returns its path.
+
+  `data_source`: "official" (the official download layout) or "tfds" (the
+  TFDS builders, whose examples are shuffled). Written atomically.
+  """
+  if data_source not in DATA_SOURCES:
+    raise errors.ConfigError(f"data_source={data_source!r}; expected one of {list(DATA_SOURCES)}")
+  path = os.path.join(submission_dir, MANIFEST)
+  atomic.write_json(path, {"data_source": data_source})
+  return path
+
+
+def data_source(folder: str) -> str:
+  """The data source recorded in `<folder>/manifest.json`; "official" when there is none."""
+  path = os.path.join(folder, MANIFEST)
+  if not os.path.isfile(path):
+    return "official"
+  manifest = _read_json(path)
+  source = manifest.get("data_source") if isinstance(manifest, dict) else None
+  if source not in DATA_SOURCES:
+    raise SubmissionError(f"{path}: expected {{\"data_source\": \"official\" | \"tfds\"}}, "
+                          f"got {json.dumps(manifest, ensure_ascii=False)}")
+  return source
+
+
+def _check_order(pred_dir: str, labels_dir: str, tasks: Sequence[str]) -> None:
+  """Refuses position-matched tasks whose predictions and labels come from different data sources."""
+  pred_source, label_source = data_source(pred_dir), data_source(labels_dir)
+  blocked = [task for task in tasks if task in ORDER_DEPENDENT]
+  if pred_source != label_source and blocked:
+    raise SubmissionError(
+        f"cannot score {', '.join(blocked)} of {pred_dir}: predictions were written in {_ORDER[pred_source]} "
+        f"but the labels {labels_dir} are in {_ORDER[label_source]}, and these tasks match lines by position: "
+        f"score against labels made from the same source, or run with DATA_SOURCE='{label_source}'")
+
+
+def _selected_tasks(tasks: Optional[Sequence[str]]) -> list[str]:
+  if tasks is None:
+    return list(metrics.TASK_LANGUAGES)
+  if isinstance(tasks, str):
+    tasks = [tasks]
+  unknown = [t for t in tasks if t not in metrics.TASK_LANGUAGES]
+  if unknown:
+    raise errors.ConfigError(f"unknown task(s) {unknown}; known: {list(metrics.TASK_LANGUAGES)}")
+  return [t for t in metrics.TASK_LANGUAGES if t in tasks]
 
 
 def _average(per_language: dict[str, dict]) -> dict[str, float]:
@@ -113,46 +273,57 @@ def _average(per_language: dict[str, dict]) -> dict[str, float]:
   return {k: sum(r[k] for r in per_language.values()) / len(per_language) for k in keys}
 
 
-def score_submission(pred_dir: str, labels_dir: str, out: Optional[str] = None) -> dict:
-  """Scores of every task and language present in both folders (written to `out` if given).
+def _score_task(task: str, pred_dir: str, labels_dir: str) -> dict:
+  suffix = "json" if task in metrics.QA_TASKS else "tsv"
+  per_language, missing = {}, {}
+  for lang in metrics.TASK_LANGUAGES[task]:
+    pred_path = os.path.join(pred_dir, task, f"test-{lang}.{suffix}")
+    label_path = os.path.join(labels_dir, task, f"test-{lang}.{suffix}")
+    if not os.path.isfile(pred_path):
+      missing[lang] = "no prediction file"
+    elif not os.path.isfile(label_path):
+      missing[lang] = "no label file"
+    else:
+      per_language[lang] = score_file(task, lang, pred_path, label_path)
+  return {"languages": per_language, "missing": missing,
+          "average": _average(per_language) if per_language else {},
+          "score": metrics.task_score(task, per_language) if per_language else None,
+          "complete": not missing}
+
+
+def score_submission(pred_dir: str, labels_dir: str, out: Optional[str] = None,
+                     tasks: Optional[Sequence[str]] = None) -> dict:
+  """Scores of every task (of `tasks`, default all) and language present in both folders.
+
+  Only the tasks in `tasks` are scored and listed (in benchmark order); other
+  task folders are ignored. A missing folder raises `errors.MissingInputError`;
+  position-matched tasks whose submission and labels come from different data
+  sources (`data_source`) raise `SubmissionError`. The result is written to
+  `out` (atomically) if given.
 
   Returns `{"tasks": {task: {"languages": {lg: metrics}, "missing": {lg: reason},
   "average": {metric: mean}, "score": float | None, "complete": bool}},
-  "missing_tasks": [...], "categories": {...}, "overall": float | None}`.
+  "missing_tasks": [...], "categories": {...}, "overall": float | None}`;
+  every language's metrics include its `invalid` count.
   """
-  tasks, missing_tasks = {}, []
-  for task, languages in metrics.TASK_LANGUAGES.items():
-    if not (os.path.isdir(os.path.join(pred_dir, task)) and os.path.isdir(os.path.join(labels_dir, task))):
-      missing_tasks.append(task)
-      continue
-    suffix = "json" if task in metrics.QA_TASKS else "tsv"
-    per_language, missing = {}, {}
-    for lang in languages:
-      pred_path = os.path.join(pred_dir, task, f"test-{lang}.{suffix}")
-      label_path = os.path.join(labels_dir, task, f"test-{lang}.{suffix}")
-      if not os.path.isfile(pred_path):
-        missing[lang] = f"no prediction file {pred_path}"
-      elif not os.path.isfile(label_path):
-        missing[lang] = f"no label file {label_path}"
-      else:
-        try:
-          per_language[lang] = score_file(task, lang, pred_path, label_path)
-        except SubmissionError:
-          raise
-        except ValueError as e:  # empty or undecodable files, bad JSON, ...
-          raise SubmissionError(f"{pred_path}: {e}") from e
-    tasks[task] = {
-        "languages": per_language, "missing": missing,
-        "average": _average(per_language) if per_language else {},
-        "score": metrics.task_score(task, per_language) if per_language else None,
-        "complete": not missing,
-    }
-  complete = {task: t["score"] for task, t in tasks.items() if t["complete"]}
-  results = {"tasks": tasks, "missing_tasks": missing_tasks,
+  for what, folder in (("submission", pred_dir), ("labels", labels_dir)):
+    if not os.path.isdir(folder):
+      raise errors.MissingInputError(f"{what} folder {folder} does not exist (or is not a folder)")
+  selected = _selected_tasks(tasks)
+  present = [t for t in selected
+             if os.path.isdir(os.path.join(pred_dir, t)) and os.path.isdir(os.path.join(labels_dir, t))]
+  _check_order(pred_dir, labels_dir, present)
+  scored = {task: _score_task(task, pred_dir, labels_dir) for task in present}
+  complete = {task: t["score"] for task, t in scored.items() if t["complete"]}
+  results = {"tasks": scored, "missing_tasks": [t for t in selected if t not in scored],
              "categories": metrics.category_scores(complete), "overall": metrics.overall(complete)}
   if out:
     atomic.write_json(out, results)
   return results
+
+
+# ---------------------------------------------------------------------------
+# Output.
 
 
 def format_table(results: dict) -> str:
@@ -160,6 +331,7 @@ def format_table(results: dict) -> str:
 
   `miss` marks a benchmark language of the task without a prediction file;
   languages no task has a prediction for are left out (see `missing`).
+  Languages with invalid predictions are listed under the table.
   """
   tasks = results["tasks"]
   languages = sorted({lg for t in tasks.values() for lg in t["languages"]})
@@ -186,26 +358,35 @@ def format_table(results: dict) -> str:
     lines.append(f"overall: {results['overall']:.1f}")
   if any(not t["complete"] for t in tasks.values()):
     lines.append("* average over the languages present only")
+  invalid = [f"{task} {lg} {r['invalid']}" for task, t in tasks.items()
+             for lg, r in t["languages"].items() if r.get("invalid")]
+  if invalid:
+    lines.append("invalid predictions (scored as the official scorer does): " + ", ".join(invalid))
   return "\n".join(lines)
 
 
+def default_out(pred_dir: str) -> str:
+  """`<parent>/scores-<name>.json` beside the submission folder `<parent>/<name>`."""
+  folder = os.path.normpath(os.path.abspath(pred_dir))
+  return os.path.join(os.path.dirname(folder), f"scores-{os.path.basename(folder) or 'submission'}.json")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-  """`xtreme-jax score`: print the table, write the JSON (default `<predictions>/scores.json`)."""
+  """`xtreme-jax score`: print the table, write the JSON (default: `default_out`); user errors raise."""
   parser = argparse.ArgumentParser(prog="xtreme-jax score", description=__doc__.splitlines()[0])
   parser.add_argument("--predictions", required=True, help="submission folder <dir>/<task>/test-<lg>.*")
   parser.add_argument("--labels", required=True, help="labels folder in the same layout")
-  parser.add_argument("--out", help="results JSON (default: <predictions>/scores.json)")
+  parser.add_argument("--out", help="results JSON (default: <parent>/scores-<name>.json beside the "
+                                    "submission folder <parent>/<name>)")
+  parser.add_argument("--tasks", help="comma-separated tasks to score (default: every task in both folders)")
   args = parser.parse_args(argv)
-  for flag, path in (("--predictions", args.predictions), ("--labels", args.labels)):
-    if not os.path.isdir(path):
-      print(f"error: {flag} {path} is not a folder", file=sys.stderr)
-      return 2
-  out = args.out or os.path.join(args.predictions, "scores.json")
-  try:
-    results = score_submission(args.predictions, args.labels, out)
-  except SubmissionError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+  tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+  out = args.out or default_out(args.predictions)
+  results = score_submission(args.predictions, args.labels, tasks=tasks)
+  if not results["tasks"]:
+    raise errors.MissingInputError(f"nothing to score: no task folder is in both {args.predictions} and "
+                                   f"{args.labels} (expected <dir>/<task>/test-<lg>.tsv|json)")
+  atomic.write_json(out, results)
   print(format_table(results))
   for task in results["missing_tasks"]:
     print(f"not scored: {task} (no predictions or labels folder)", file=sys.stderr)
@@ -214,4 +395,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(errors.run_cli(main, sys.argv[1:]))
