@@ -68,7 +68,7 @@ def test_mlm_source_train_eval_split_and_model_shapes():
   assert train.num_examples + held.num_examples == everything.num_examples
   batches = list(held.eval_batches())
   assert sum(int((b["masked_weights"].sum(1) > 0).sum()) for b in batches) == held.num_examples
-  model = MlmModel(TINY.replace(vocab_size=1024))
+  model = MlmModel(TINY.replace(vocab_size=1024, max_positions=32))
   logits = model.network(True).apply({"params": model.init(jax.random.PRNGKey(0), batches[0])}, batches[0])
   assert logits.shape == (8, held.max_predictions, 1024)
 

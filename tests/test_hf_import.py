@@ -7,6 +7,7 @@ Offline and CPU-only: tiny random BERT / XLM-R models are saved with
 import json
 import logging
 import os
+import sys
 
 import jax
 import numpy as np
@@ -16,7 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from xtreme_jax import hf  # noqa: E402
+from xtreme_jax import cli, errors, hf  # noqa: E402
 from xtreme_jax.networks.encoder import TransformerEncoder  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -181,7 +182,8 @@ def test_mismatches_are_reported_together(tmp_path):
   with pytest.raises(hf.CheckpointMismatchError) as err:
     hf.load(path)
   msg = str(err.value)
-  assert isinstance(err.value, ValueError)
+  assert isinstance(err.value, ValueError) and isinstance(err.value, errors.UserError)
+  assert "\n" not in msg and msg.startswith(f"checkpoint {path} does not match its bert config: missing (1): ")
   for needle in ("missing (1)", "bert.encoder.layer.1.attention.self.query.weight expected (32, 32)",
                  "unexpected (1)", "bert.encoder.layer.0.attention.self.rotary.weight (3, 4)",
                  "mis-shaped (1)", "bert.encoder.layer.0.intermediate.dense.weight: checkpoint (36, 32), "
@@ -240,3 +242,103 @@ def test_import_round_trip_and_cli(tmp_path, capsys):
   assert config3 == config.replace(scan_layers=True)
   np.testing.assert_array_equal(params3["encoder"]["layers"]["layer"]["feed_forward"]["output"]["kernel"][2],
                                 params["encoder"]["layers_2"]["feed_forward"]["output"]["kernel"])
+
+
+def _cli_error(capsys, *argv):
+  """Runs `xtreme-jax import-hf ...`; returns its one-line stderr (exit code 2)."""
+  capsys.readouterr()
+  assert cli.main(["import-hf", *map(str, argv)]) == 2
+  err = capsys.readouterr().err
+  assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+  return err.strip()
+
+
+@pytest.mark.parametrize("kind,flag", [("bert", False), ("xlmr", False), ("xlmr", True)])
+def test_untied_output_layer_is_imported(tmp_path, kind, flag):
+  """tie_word_embeddings=False, or (flag True) a decoder weight that differs from the word embeddings, which
+  transformers 5.x loads untied too: the logits equal HF's, and the kernel survives save / load."""
+  if flag and int(transformers.__version__.split(".")[0]) < 5:
+    pytest.skip("transformers 4.x re-ties a distinct decoder weight on load; 5.x keeps it (as we do)")
+  path = make_checkpoint(kind, tmp_path / "hf", tie_word_embeddings=flag)
+  if flag:
+    st = os.path.join(path, "model.safetensors")
+    sd = load_file(st)
+    sd["lm_head.decoder.weight"] = 0.1 * torch.randn(99, 32)
+    write_state_dict(path, sd)
+  config, params = hf.load(path)
+  assert not config.tie_word_embeddings and params["mlm_head"]["decoder"]["kernel"].shape == (32, 99)
+  d = max_diffs(kind, path, config, params)
+  assert d["sequence"] < TOL and d["mlm_logits"] < TOL, d
+  hf.import_hf(path, tmp_path / "out")
+  config2, params2 = hf.load_imported(str(tmp_path / "out"))
+  assert config2 == config
+  np.testing.assert_array_equal(params2["mlm_head"]["decoder"]["kernel"], params["mlm_head"]["decoder"]["kernel"])
+
+
+def test_import_errors_are_one_line_naming_the_file(tmp_path, capsys):
+  src = make_checkpoint("xlmr", tmp_path / "hf")
+  config_json, st = tmp_path / "hf" / "config.json", tmp_path / "hf" / "model.safetensors"
+  out = tmp_path / "out"
+  good_config, weights = config_json.read_text(), st.read_bytes()
+
+  st.write_bytes(weights[:len(weights) // 2])  # truncated download
+  err = _cli_error(capsys, src, out)
+  assert f"{st}: not a readable safetensors file" in err and "expected a complete model.safetensors" in err
+  st.write_bytes(weights)
+
+  config_json.write_text(good_config.replace('"hidden_act"', '"hidden_act" "'))  # malformed JSON
+  err = _cli_error(capsys, src, out)
+  assert f"error: {config_json}:" in err and "malformed JSON" in err and "expected the checkpoint's config.json" in err
+  config_json.write_text(json.dumps({k: v for k, v in json.loads(good_config).items() if k != "vocab_size"}))
+  assert f"error: {config_json}: the xlm-roberta config lacks vocab_size" in _cli_error(capsys, src, out)
+  config_json.write_text(json.dumps({**json.loads(good_config), "model_type": "gpt2"}))
+  assert f"error: {config_json}: unsupported model_type 'gpt2'" in _cli_error(capsys, src, out)
+  config_json.unlink()
+  assert f"error: {config_json} does not exist" in _cli_error(capsys, src, out)
+  config_json.write_text(good_config)
+  assert not out.exists()
+
+  sd = load_file(st)
+  sd["roberta.encoder.layer.0.output.dense.weight"] = torch.zeros(32, 36)  # mis-shaped: nothing is written
+  for i in range(10):
+    sd[f"roberta.extra.{i}.weight"] = torch.zeros(1)
+  write_state_dict(src, sd)
+  err = _cli_error(capsys, src, out)
+  assert f"checkpoint {src} does not match its xlm-roberta config: unexpected (10): roberta.extra.0.weight (1,)" \
+      in err and "; ... and 2 more; mis-shaped (1): " in err
+  assert not out.exists()
+
+  out.mkdir()
+  (out / "keep.txt").write_text("x")
+  err = _cli_error(capsys, src, out)
+  assert err == f"error: {out} already exists and is not empty; refusing to overwrite it (give a new or empty " \
+                "directory)"
+
+
+def test_import_is_all_or_nothing(tmp_path, monkeypatch):
+  src = make_checkpoint("bert", tmp_path / "hf")
+  (tmp_path / "out").mkdir()  # an existing empty OUT is fine
+  hf.import_hf(src, tmp_path / "out")
+  names = [n for _, dirs, files in os.walk(tmp_path) for n in dirs + files]
+  assert not [n for n in names if "tmp" in n], names
+  assert sorted(os.listdir(tmp_path)) == ["hf", "out"] and "config.json" in os.listdir(tmp_path / "out")
+
+  def killed(path, text):  # the import dies after the params are written, before config.json
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(hf.atomic, "write_text", killed)
+  (tmp_path / "empty").mkdir()
+  for out in ("empty", "new"):
+    with pytest.raises(KeyboardInterrupt):
+      hf.import_hf(src, tmp_path / out)
+  assert sorted(os.listdir(tmp_path)) == ["empty", "hf", "out"] and not os.listdir(tmp_path / "empty")
+
+
+def test_pytorch_checkpoint_without_torch_says_how_to_install_it(tmp_path, monkeypatch):
+  src = make_checkpoint("bert", tmp_path, fmt="bin")
+  monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails
+  bin_path = os.path.join(src, "pytorch_model.bin")
+  with pytest.raises(errors.UserError) as err:
+    hf.load(src)
+  assert str(err.value) == (f"{bin_path} is a PyTorch pickle; reading it needs torch: pip install "
+                            "'xtreme-jax[torch]' (or convert the checkpoint to model.safetensors)")

@@ -1,11 +1,15 @@
-"""Network bricks: masks, bf16 compute, scan == unrolled, logical axis names on every parameter."""
+"""Network bricks: masks, bf16 compute, scan == unrolled, logical axis names, the position-table limit."""
+
+import re
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from conftest import TINY
+from xtreme_jax import errors
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params, unstack_layer_params
 from xtreme_jax.networks.layers import attention_mask, default_positions
 
@@ -66,3 +70,23 @@ def test_dropout_only_when_not_deterministic():
                                                           rngs={"dropout": jax.random.PRNGKey(1)})
   b = TransformerEncoder(TINY).apply({"params": params}, IDS, MASK)
   assert not np.allclose(a.sequence, b.sequence)
+
+
+def _trace(config, length, positions=False):
+  """Traces (no compile) init + apply of the encoder on `length` tokens, with explicit positions if asked."""
+  ids = jnp.ones((1, length), jnp.int32)
+  pos = jnp.zeros_like(ids) if positions else None
+  model = TransformerEncoder(config)
+  return jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), ids, ids, None, pos))
+
+
+@pytest.mark.parametrize("style,pad,limit,start", [("absolute", 0, 24, ""),
+                                                   ("roberta", 1, 22, " (RoBERTa positions start at 2)")])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_sequence_longer_than_the_position_table_is_a_clear_error(style, pad, limit, start, explicit):
+  config = TINY.replace(position_style=style, pad_token_id=pad)  # max_positions=24
+  _trace(config, limit, explicit)  # the longest sequence that fits
+  msg = (f"sequence length {limit + 1} exceeds the position table: max_positions=24 allows {limit} tokens{start}; "
+         "lower SEQ_LEN / the reader's max length")
+  with pytest.raises(errors.ConfigError, match=re.escape(msg)):
+    _trace(config, limit + 1, explicit)

@@ -6,6 +6,7 @@ import zlib
 import numpy as np
 import pytest
 
+from xtreme_jax import errors
 from xtreme_jax.data import paths
 from xtreme_jax.data import pretraining_corpora as pc
 
@@ -292,7 +293,7 @@ def test_parallel_tsv_equals_aligned_files(tmp_path):
   assert pc.read_parallel(str(aligned)) == expected
   assert pc.read_parallel(str(tsv)) == expected
   _write(tsv / "en-es.tsv", ["one\ttwo\tthree"])
-  with pytest.raises(ValueError, match=r"en-es\.tsv line 1: 3 tab-separated"):
+  with pytest.raises(errors.DataError, match=r"en-es\.tsv:1: 3 tab-separated"):
     pc.read_parallel(str(tsv))
   os.remove(aligned / "en-es.es")
   with pytest.raises(FileNotFoundError, match=r"en-es\.es is missing"):
@@ -314,6 +315,9 @@ def test_empty_language_file_is_named(tmp_path):
   (para / "en-sw.tsv").write_text("", encoding="utf-8")
   with pytest.raises(ValueError, match=r"en-sw\.tsv.*no sentence pairs"):
     pc.read_parallel(str(para))
+  for read, kind in ((pc.read_monolingual, "monolingual"), (pc.read_parallel, "parallel")):
+    with pytest.raises(errors.MissingInputError, match=f"^{tmp_path}/none is not a directory; expected the {kind} "):
+      read(str(tmp_path / "none"))
 
 
 def test_unknown_languages_name_the_valid_ones(corpus):

@@ -1,4 +1,8 @@
-"""VECO network and pretraining model: masks, sharing, detaching, NLU assembly, size, training."""
+"""VECO network and pretraining model: masks, sharing, detaching, NLU assembly, size, training, TLM positions."""
+
+import dataclasses
+import os
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -7,9 +11,11 @@ import numpy as np
 import optax
 import pytest
 
+from xtreme_jax.data.pretraining_corpora import PairFeatures
 from xtreme_jax.models.veco import VecoModel
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.layers import Embeddings, position_ids
 from xtreme_jax.networks.veco import VecoNetwork, drop_cross_attention
 
 CFG = TransformerConfig(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
@@ -56,6 +62,17 @@ def test_param_tree_extends_transformer_encoder(params):
   for i in range(CFG.num_layers):
     assert sorted(params["encoder"][f"layers_{i}"]) == ["cross_attention", "feed_forward", "self_attention"]
   assert _paths(drop_cross_attention(params)) == ref
+
+
+def test_untied_output_layer_in_both_trees():
+  ids, mask = _ids(0)
+  cfg = CFG.replace(tie_word_embeddings=False)
+  veco = jax.eval_shape(lambda: nn.unbox(VecoNetwork(cfg).init(
+      jax.random.PRNGKey(0), ids, mask, method=VecoNetwork.init_all)["params"]))
+  enc = jax.eval_shape(lambda: nn.unbox(TransformerEncoder(cfg).init(
+      jax.random.PRNGKey(0), ids, mask, method=TransformerEncoder.init_all)["params"]))
+  assert _paths(drop_cross_attention(veco)) == _paths(enc)
+  assert enc["mlm_head"]["decoder"]["kernel"].shape == (cfg.hidden_size, cfg.vocab_size)
 
 
 def test_encode_equals_transformer_encoder_exactly(params):
@@ -217,6 +234,8 @@ def test_veco_pretraining_through_gin_logs_and_lowers_every_objective(tmp_path):
   # The NLU encoder of the run, exported in the import-hf format, loads like an imported XLM-R.
   from xtreme_jax import hf
   assert cli.main(["export-encoder", str(tmp_path), str(tmp_path / "encoder")]) == 0
+  assert sorted(os.listdir(tmp_path / "encoder")) == ["config.json", "params"]  # written all at once
+  assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
   config, params = hf.load_imported(str(tmp_path / "encoder"))
   assert config.num_layers == 2 and "cross_attention" not in params["encoder"]["layers_0"]
   assert sorted(params) == ["embeddings", "encoder", "mlm_head", "pooler"]
@@ -260,3 +279,50 @@ def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
   resumed = fit(tmp_path / "b", Crashing(**kw))
   for a, b in zip(jax.tree_util.tree_leaves(straight.params), jax.tree_util.tree_leaves(resumed.params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+class _Vocab:
+  """Specials only; `layout` 'xlmr': <s> x </s></s> y </s> (pad 1), 'wordpiece': [CLS] x [SEP] y [SEP] (pad 0)."""
+
+  vocab_size, unk_id, mask_id = 64, 3, 4
+
+  def __init__(self, layout):
+    self.layout = layout
+    self.cls_id, self.pad_id, self.sep_id = (0, 1, 2) if layout == "xlmr" else (2, 0, 5)
+
+  def build_inputs(self, a, b):
+    ids = [self.cls_id, *a, self.sep_id] + ([self.sep_id] if self.layout == "xlmr" else []) + [*b, self.sep_id]
+    return ids, [0] * len(ids)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Pairs(PairFeatures):
+  vocabulary: Any
+  data_dir: Any = None
+  segment_len: int = 6
+  mono_mask_prob: float = 0.15
+  bi_mask_prob: float = 0.25
+
+
+@pytest.mark.parametrize("layout,style,pad,start", [("xlmr", "roberta", 1, 2), ("wordpiece", "absolute", 0, 0)])
+def test_tlm_segments_get_the_positions_of_each_segment_alone(layout, style, pad, start):
+  """Both parts of the TLM pair start at row 2 (RoBERTa) / 0 (BERT), as each segment's own IS/CS-MLM input."""
+  cfg = CFG.replace(position_style=style, pad_token_id=pad)
+  x, y = [7, 8, 9], [10, 11]
+  f = _Pairs(_Vocab(layout)).pair_features(x, y, 0, 1, True, np.random.default_rng(0))
+  tlm_mask = f["tlm_input_mask"][None]
+  rows = np.asarray(position_ids(cfg, jnp.asarray(f["tlm_positions"][None]), tlm_mask))[0]
+  first, n = len(x) + 2, int(tlm_mask.sum())
+  assert rows[0] == rows[first] == start
+  assert (rows[n:] == pad).all()
+  # Through the embeddings, with word / type embeddings zeroed: each TLM token gets what the same token of
+  # its segment gets on its own with the default positions.
+  params = {"word_embeddings": {"embedding": np.zeros((64, 32), np.float32)},
+            "position_embeddings": {"embedding": np.random.default_rng(1).normal(size=(24, 32)).astype(np.float32)},
+            "token_type_embeddings": {"embedding": np.zeros((2, 32), np.float32)},
+            "layer_norm": {"scale": np.ones(32, np.float32), "bias": np.zeros(32, np.float32)}}
+  embed = jax.jit(lambda ids, mask, pos=None: Embeddings(cfg).apply({"params": params}, ids, mask, positions=pos))
+  tlm = embed(f["tlm_input_ids"][None], tlm_mask, f["tlm_positions"][None])[0]
+  for s, part in (("x", slice(0, first)), ("y", slice(first, n))):
+    alone = embed(f[f"{s}_input_ids"][None], f[f"{s}_input_mask"][None])[0]
+    np.testing.assert_array_equal(tlm[part], alone[:part.stop - part.start])

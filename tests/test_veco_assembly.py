@@ -1,4 +1,4 @@
-"""VECO parameter surgery: NLU encoder, NLG encoder-decoder, export of a pretraining run, warm start."""
+"""VECO parameter surgery: NLU encoder, NLG encoder-decoder, export of a pretraining run, warm start, output layer."""
 
 import jax
 import flax.linen as nn
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from conftest import TINY
+from xtreme_jax import cli, errors
 from xtreme_jax.models.base import load_backbone
+from xtreme_jax.models.mlm import MlmModel
 from xtreme_jax.models.veco import VecoModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, nlg_encoder_decoder, nlu_encoder
 from xtreme_jax.networks.encoder import TransformerEncoder
@@ -63,3 +65,40 @@ def test_warm_start_from_an_encoder_keeps_cross_attention_fresh(veco_params):
   np.testing.assert_array_equal(np.asarray(layer["cross_attention"]["attention"]["query"]["kernel"]),
                                 np.asarray(fresh["backbone"]["encoder"]["layers_1"]["cross_attention"]["attention"]
                                            ["query"]["kernel"]))
+
+
+def test_load_backbone_matches_the_output_layer(veco_params):
+  """A tied checkpoint into an untied MLM model: decoder = word embeddings^T (same logits); the reverse is refused."""
+  encoder = jax.tree_util.tree_map(np.asarray, nlu_encoder(veco_params))
+  untied = CONFIG.replace(tie_word_embeddings=False)
+  model = MlmModel(untied)
+  shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), model.dummy_batch(1, 6)))
+  loaded = load_backbone(shapes, encoder, untied)["backbone"]
+  words = encoder["embeddings"]["word_embeddings"]["embedding"]
+  np.testing.assert_array_equal(loaded["mlm_head"]["decoder"]["kernel"], words.T)
+  batch = {**model.dummy_batch(2, 6), "input_ids": IDS, "input_mask": MASK,
+           "masked_positions": np.array([[1, 2, 0, 0], [1, 0, 0, 0]], np.int32)}
+  tied = MlmModel(CONFIG).predict_batch({"backbone": encoder}, batch)
+  np.testing.assert_allclose(model.predict_batch({"backbone": loaded}, batch), tied, atol=1e-5)
+
+  untied_checkpoint = {**encoder, "mlm_head": loaded["mlm_head"]}
+  tied_shapes = jax.eval_shape(lambda: MlmModel(CONFIG).init(jax.random.PRNGKey(0), model.dummy_batch(1, 6)))
+  with pytest.raises(errors.ConfigError, match="untied MLM output layer .* set TransformerConfig.tie_word_embeddings"):
+    load_backbone(tied_shapes, untied_checkpoint, CONFIG)
+  headless = {"backbone": {k: v for k, v in shapes["backbone"].items() if k != "mlm_head"}}
+  classifier = load_backbone(headless, untied_checkpoint, CONFIG)
+  assert "mlm_head" not in classifier["backbone"]  # a model without an MLM head drops it either way
+
+
+def test_export_encoder_errors_are_one_line(tmp_path, capsys):
+  run = tmp_path / "run"
+  run.mkdir()
+  assert cli.main(["export-encoder", str(run), str(tmp_path / "out")]) == 2
+  err = capsys.readouterr().err
+  assert err == f"error: {run / 'run_config.json'} does not exist; expected the run_config.json of a VECO " \
+                "pretraining run\n"
+  (run / "run_config.json").write_text('{"model": {"config": {"vocab_size": 64, "hidden_sise": 32}}}')
+  assert cli.main(["export-encoder", str(run), str(tmp_path / "out")]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"error: {run / 'run_config.json'}: unknown TransformerConfig keys ['hidden_sise']")
+  assert not (tmp_path / "out").exists()

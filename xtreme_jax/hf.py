@@ -17,14 +17,26 @@ present (a saved `BertModel` has none) and old `LayerNorm.gamma/beta` become
     pooler.dense                                           -> pooler/dense
     cls.predictions.transform.{dense,LayerNorm}, .bias     -> mlm_head/{dense,layer_norm,bias}   (BERT)
     lm_head.{dense,layer_norm}, lm_head.bias               -> mlm_head/{dense,layer_norm,bias}   (RoBERTa)
+    cls.predictions.decoder / lm_head.decoder .weight      -> mlm_head/decoder/kernel           (untied only)
 
 Conversions: PyTorch Linear weights are (out, in), so kernels are transposed
 and reshaped to our (embed, heads, head_dim) query/key/value and
 (heads, head_dim, embed) out kernels; q/k/v biases become (heads, head_dim);
-LayerNorm weight -> scale. The decoder weight is tied to the word embeddings
-and dropped. Every missing, unexpected or mis-shaped key is collected into a
-single `CheckpointMismatchError`. The optional pooler and MLM head, when wholly
+LayerNorm weight -> scale. The MLM output projection is untied
+(`tie_word_embeddings=False`, its own `mlm_head/decoder` kernel) when the
+config says `tie_word_embeddings: false`, or when the checkpoint holds a
+decoder weight that differs from the word embeddings: transformers 5.x then
+loads that weight rather than re-tying it, and so do we. A decoder weight
+equal to the word embeddings is tied and dropped. Every missing, unexpected
+or mis-shaped key is collected into a single one-line
+`CheckpointMismatchError`. The optional pooler and MLM head, when wholly
 absent, are freshly initialised and listed in the `LoadReport`.
+
+Every problem a user can cause (a missing or malformed `config.json`, a
+truncated weight file, an unsupported architecture, a non-empty output
+directory) is an `errors.UserError` naming the file. `save_imported` writes
+into a temporary sibling directory renamed into place at the end, so an
+interrupted import never leaves a directory that looks complete.
 """
 
 from __future__ import annotations
@@ -37,6 +49,8 @@ import logging
 import math
 import os
 import re
+import shutil
+import tempfile
 import zlib
 from typing import Callable, NamedTuple, Optional
 
@@ -45,6 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xtreme_jax import atomic, errors
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params
 
@@ -54,25 +69,46 @@ _FAMILY = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta"}
 _OPTIONAL = ("pooler", "mlm_head")  # freshly initialised when wholly absent
 
 
-class CheckpointMismatchError(ValueError):
+_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+             "max_position_embeddings")
+_DECODER = {"bert": "cls.predictions.decoder.weight", "roberta": "lm_head.decoder.weight"}
+_MAX_LISTED = 8  # per group of a CheckpointMismatchError
+
+
+class CheckpointMismatchError(errors.DataError):
   """The checkpoint's tensors do not match the parameter tree the config implies."""
+
+
+class OutputExistsError(errors.UserError, FileExistsError):
+  """The output directory exists and is not empty."""
+
+
+class MissingDependencyError(errors.UserError, ImportError):
+  """Reading the checkpoint needs an optional package that is not installed."""
 
 
 # --------------------------------------------------------------------- config
 
 
 def config_from_hf(hf_config: dict, **overrides) -> TransformerConfig:
-  """`TransformerConfig` for an HF `config.json` dict (bert / roberta / xlm-roberta)."""
+  """`TransformerConfig` for an HF `config.json` dict (bert / roberta / xlm-roberta).
+
+  `tie_word_embeddings` defaults to True, as in transformers.
+  """
   model_type = hf_config.get("model_type")
   if model_type not in _FAMILY:
-    raise ValueError(f"unsupported model_type {model_type!r}; expected one of {sorted(_FAMILY)}")
+    raise errors.ConfigError(f"unsupported model_type {model_type!r}; expected one of {sorted(_FAMILY)}")
   act = hf_config.get("hidden_act", "gelu")
   if act != "gelu":
-    raise ValueError(f"unsupported hidden_act {act!r}: TransformerEncoder implements only exact (erf) "
-                     "'gelu'; tanh-approximate or other activations would silently change the outputs")
+    raise errors.ConfigError(f"unsupported hidden_act {act!r}: TransformerEncoder implements only exact (erf) "
+                             "'gelu'; tanh-approximate or other activations would silently change the outputs")
   pos = hf_config.get("position_embedding_type", "absolute")
   if pos != "absolute":
-    raise ValueError(f"unsupported position_embedding_type {pos!r}; only 'absolute' is implemented")
+    raise errors.ConfigError(f"unsupported position_embedding_type {pos!r}; only 'absolute' is implemented")
+  missing = [k for k in _REQUIRED if k not in hf_config]
+  if missing:
+    raise errors.DataError(f"the {model_type} config lacks {', '.join(missing)}; expected every one of "
+                           f"{', '.join(_REQUIRED)}")
   roberta = _FAMILY[model_type] == "roberta"
   cfg = TransformerConfig(
       vocab_size=hf_config["vocab_size"],
@@ -87,6 +123,7 @@ def config_from_hf(hf_config: dict, **overrides) -> TransformerConfig:
       layer_norm_eps=hf_config.get("layer_norm_eps", 1e-5 if roberta else 1e-12),
       dropout_rate=hf_config.get("hidden_dropout_prob", 0.1),
       attention_dropout_rate=hf_config.get("attention_probs_dropout_prob", 0.1),
+      tie_word_embeddings=hf_config.get("tie_word_embeddings") is not False,  # absent or null: tied, as HF
   )
   return cfg.replace(**overrides)
 
@@ -132,16 +169,19 @@ _LAYER = [  # "{i}" is the layer index
     *_ln("encoder.layer.{i}.output.LayerNorm", "encoder/layers_{i}/feed_forward/layer_norm"),
 ]
 _POOLER = _dense("pooler.dense", "pooler/dense")
-_HEAD = {
+_HEAD = {  # the decoder row applies only to an untied head (the table keeps the rows the config's tree has)
     "bert": [*_dense("cls.predictions.transform.dense", "mlm_head/dense"),
              *_ln("cls.predictions.transform.LayerNorm", "mlm_head/layer_norm"),
-             ("cls.predictions.bias", "mlm_head/bias", _SAME)],
+             ("cls.predictions.bias", "mlm_head/bias", _SAME),
+             (_DECODER["bert"], "mlm_head/decoder/kernel", _linear(1))],
     "roberta": [*_dense("lm_head.dense", "mlm_head/dense"),
                 *_ln("lm_head.layer_norm", "mlm_head/layer_norm"),
-                ("lm_head.bias", "mlm_head/bias", _SAME)],
+                ("lm_head.bias", "mlm_head/bias", _SAME),
+                (_DECODER["roberta"], "mlm_head/decoder/kernel", _linear(1))],
 }
-# Checkpoint names (normalised) that are safe to drop; decoder biases only when
-# they equal the head bias they duplicate.
+# Checkpoint names (normalised) that are safe to drop (the decoder weight only
+# when tied, i.e. equal to the word embeddings); decoder biases only when they
+# equal the head bias they duplicate.
 _IGNORABLE = [
     r"(^|\.)position_ids$", r"(^|\.)embeddings\.token_type_ids$", r"^cls\.seq_relationship\.",
     r"^cls\.predictions\.decoder\.weight$", r"^lm_head\.decoder\.weight$",
@@ -168,26 +208,62 @@ def _resolve(src: str) -> str:
       path = snapshot_download(src, allow_patterns=["config.json", "pytorch_model*.bin*"])
     return path
   except Exception as e:  # ImportError, offline, unknown repo, ...
-    raise FileNotFoundError(f"{src!r} does not exist locally and could not be fetched from the Hugging Face "
-                            f"hub ({type(e).__name__}: {e})") from e
+    raise errors.MissingInputError(f"{src!r} does not exist locally and could not be fetched from the Hugging "
+                                   f"Face hub ({type(e).__name__}: {errors.one_line(e)})") from e
+
+
+def read_json(path: str, what: str) -> dict:
+  """The JSON object in `path`; a `UserError` naming the file when it is absent or malformed."""
+  if not os.path.isfile(path):
+    raise errors.MissingInputError(f"{path} does not exist; expected {what}")
+  try:
+    with open(path, encoding="utf-8") as f:
+      obj = json.load(f)
+  except json.JSONDecodeError as e:
+    raise errors.DataError(f"{errors.location(path, e.lineno)}: malformed JSON ({e.msg}); expected {what}") from e
+  except UnicodeDecodeError as e:
+    raise errors.DataError(f"{errors.location(path, byte=e.start)}: not UTF-8 text; expected {what}") from e
+  if not isinstance(obj, dict):
+    raise errors.DataError(f"{path}: a JSON {type(obj).__name__}; expected {what}")
+  return obj
+
+
+def _read_hf_config(path: str) -> tuple[dict, TransformerConfig]:
+  """(config.json dict, its TransformerConfig) of checkpoint directory `path`; errors name the file."""
+  config_path = os.path.join(path, "config.json")
+  hf_config = read_json(config_path, "the checkpoint's config.json object (model_type, hidden_size, ...)")
+  try:
+    return hf_config, config_from_hf(hf_config)
+  except errors.UserError as e:
+    raise type(e)(f"{config_path}: {e}") from e
+  except (TypeError, ValueError) as e:  # a field of the wrong type or value
+    raise errors.DataError(f"{config_path}: {e}") from e
 
 
 def _read_safetensors(path: str) -> dict:
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   try:
-    return load_file(path)
-  except TypeError:  # bfloat16 is not a numpy dtype: go through jax
-    from safetensors.flax import load_file as load_flax  # pylint: disable=g-import-not-at-top
-    return {k: np.asarray(v, np.float32) for k, v in load_flax(path).items()}
+    try:
+      return load_file(path)
+    except TypeError:  # bfloat16 is not a numpy dtype: go through jax
+      from safetensors.flax import load_file as load_flax  # pylint: disable=g-import-not-at-top
+      return {k: np.asarray(v, np.float32) for k, v in load_flax(path).items()}
+  except Exception as e:  # SafetensorError (truncated / corrupt), OSError
+    raise errors.DataError(f"{path}: not a readable safetensors file ({errors.one_line(e)}); expected a "
+                           "complete model.safetensors (an interrupted download or save truncates it)") from e
 
 
 def _read_torch(path: str) -> dict:
   try:
     import torch  # pylint: disable=g-import-not-at-top
   except ImportError as e:
-    raise ImportError(f"{path} is a PyTorch pickle; reading it needs torch (pip install torch), "
-                      "or convert the checkpoint to model.safetensors") from e
-  sd = torch.load(path, map_location="cpu", weights_only=True)
+    raise MissingDependencyError(f"{path} is a PyTorch pickle; reading it needs torch: pip install "
+                                 "'xtreme-jax[torch]' (or convert the checkpoint to model.safetensors)") from e
+  try:
+    sd = torch.load(path, map_location="cpu", weights_only=True)
+  except Exception as e:  # truncated zip, not a pickle, unsafe pickle
+    raise errors.DataError(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__}: "
+                           f"{errors.one_line(e)[:200]}); expected a complete pytorch_model.bin") from e
   return {k: v.detach().float().numpy() for k, v in sd.items() if hasattr(v, "detach")}
 
 
@@ -196,8 +272,13 @@ def _read_weights(path: str) -> tuple[dict, list[str]]:
   for name, reader in (("model.safetensors", _read_safetensors), ("pytorch_model.bin", _read_torch)):
     index = os.path.join(path, name + ".index.json")
     if os.path.exists(index):
-      with open(index) as f:
-        files = sorted(set(json.load(f)["weight_map"].values()))
+      weight_map = read_json(index, 'a sharded checkpoint index {"weight_map": {tensor: file}}').get("weight_map")
+      if not isinstance(weight_map, dict):
+        raise errors.DataError(f'{index}: no "weight_map" object; expected {{"weight_map": {{tensor: file}}}}')
+      files = sorted(set(weight_map.values()))
+      absent = [fn for fn in files if not os.path.isfile(os.path.join(path, fn))]
+      if absent:
+        raise errors.MissingInputError(f"{index} names shard(s) {', '.join(absent)} that do not exist in {path}")
     elif os.path.exists(os.path.join(path, name)):
       files = [name]
     else:
@@ -206,7 +287,7 @@ def _read_weights(path: str) -> tuple[dict, list[str]]:
     for fn in files:
       sd.update(reader(os.path.join(path, fn)))
     return {k: np.asarray(v, np.float32) for k, v in sd.items()}, files
-  raise FileNotFoundError(f"no model.safetensors or pytorch_model.bin (or sharded *.index.json) in {path}")
+  raise errors.MissingInputError(f"no model.safetensors or pytorch_model.bin (or sharded *.index.json) in {path}")
 
 
 # ------------------------------------------------------------------- loading
@@ -216,6 +297,7 @@ def _read_weights(path: str) -> tuple[dict, list[str]]:
 class LoadReport:
   source: str                                            # resolved directory
   files: list[str]                                       # weight files read
+  model_type: str = ""                                   # config.json's model_type
   fresh: list[str] = dataclasses.field(default_factory=list)    # our subtrees freshly initialised
   ignored: list[str] = dataclasses.field(default_factory=list)  # checkpoint keys deliberately dropped
 
@@ -269,12 +351,11 @@ def load_with_report(src: str, *, scan_layers: bool = False,
                      dtype: str = "float32") -> tuple[TransformerConfig, dict, LoadReport]:
   """`load`, plus a `LoadReport` naming freshly-initialised parts and ignored keys."""
   path = _resolve(src)
-  with open(os.path.join(path, "config.json")) as f:
-    hf_config = json.load(f)
-  config = config_from_hf(hf_config, dtype=dtype)
+  hf_config, config = _read_hf_config(path)
   family = _FAMILY[hf_config["model_type"]]
   raw, files = _read_weights(path)
   sd, orig = _normalise(raw, family)
+  config = config.replace(dtype=dtype, tie_word_embeddings=_tied(config, sd, family, orig))
   has_prefix = any(k.startswith(family + ".") for k in raw)
   hf_name = lambda n: f"{family}.{n}" if has_prefix and not n.startswith(("cls.", "lm_head.")) else n  # noqa: E731
 
@@ -297,7 +378,7 @@ def load_with_report(src: str, *, scan_layers: bool = False,
     else:
       flat[ours] = conv.convert(sd[hf], shape)
 
-  report = LoadReport(source=path, files=files)
+  report = LoadReport(source=path, files=files, model_type=hf_config["model_type"])
   for part, rows in absent.items():
     n_rows = sum(o.split("/")[0] == part for _, o, _ in table)
     if len(rows) == n_rows:  # wholly absent: initialise afresh
@@ -318,11 +399,8 @@ def load_with_report(src: str, *, scan_layers: bool = False,
   if missing or unexpected or misshaped:
     groups = [("missing", [f"{hf_name(h)} expected {w}" for h, w, _, _ in missing]),
               ("unexpected", unexpected), ("mis-shaped", misshaped)]
-    lines = [f"checkpoint {path} does not match its {hf_config['model_type']} config:"]
-    for title, items in groups:
-      if items:
-        lines += [f"  {title} ({len(items)}):"] + [f"    {s}" for s in items]
-    raise CheckpointMismatchError("\n".join(lines))
+    raise CheckpointMismatchError(
+        f"checkpoint {path} does not match its {hf_config['model_type']} config: {_listing(groups)}")
 
   for part in report.fresh:
     logger.info("%s: no %s weights in the checkpoint; freshly initialised", path, part)
@@ -337,6 +415,32 @@ def load_with_report(src: str, *, scan_layers: bool = False,
   return config, params, report
 
 
+def _tied(config: TransformerConfig, sd: dict, family: str, orig: dict) -> bool:
+  """Whether the MLM output layer is the word embeddings.
+
+  As the config says, unless the checkpoint's decoder weight differs from
+  the word embeddings: transformers 5.x then loads it untied, and so do we.
+  """
+  decoder, words = sd.get(_DECODER[family]), sd.get("embeddings.word_embeddings.weight")
+  if not config.tie_word_embeddings or decoder is None or words is None:
+    return config.tie_word_embeddings
+  if decoder.shape == words.shape and np.array_equal(decoder, words):
+    return True
+  logger.info("%s differs from the word embeddings: imported as an untied output layer "
+              "(tie_word_embeddings=False), as transformers loads it", orig[_DECODER[family]])
+  return False
+
+
+def _listing(groups: list[tuple[str, list[str]]]) -> str:
+  """'title (n): a; b; ... and k more; title2 (m): ...' over the non-empty groups (one line)."""
+  parts = []
+  for title, items in groups:
+    if items:
+      more = f"; ... and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else ""
+      parts.append(f"{title} ({len(items)}): " + "; ".join(items[:_MAX_LISTED]) + more)
+  return "; ".join(parts)
+
+
 def load(src: str, *, scan_layers: bool = False, dtype: str = "float32") -> tuple[TransformerConfig, dict]:
   """(config, params) for an HF checkpoint directory or hub id; params are float32 numpy."""
   config, params, _ = load_with_report(src, scan_layers=scan_layers, dtype=dtype)
@@ -346,29 +450,61 @@ def load(src: str, *, scan_layers: bool = False, dtype: str = "float32") -> tupl
 # ---------------------------------------------------------------- save / CLI
 
 
-def _refuse_non_empty(out_dir: str) -> None:
+def refuse_non_empty(out_dir: str) -> None:
   if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or os.listdir(out_dir)):
-    raise FileExistsError(f"{out_dir} already exists and is not empty; refusing to overwrite it")
+    raise OutputExistsError(f"{out_dir} already exists and is not empty; refusing to overwrite it "
+                            "(give a new or empty directory)")
+
+
+def _write_directory(out_dir: str, write: Callable[[str], None]) -> None:
+  """`write(tmp)` into a temporary sibling of `out_dir`, then rename it to `out_dir` (absent or empty).
+
+  A failed or killed write never leaves a half-written `out_dir`; a failed
+  one removes the temporary directory.
+  """
+  out_dir = os.path.abspath(out_dir)
+  refuse_non_empty(out_dir)
+  parent, name = os.path.split(out_dir)
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".tmp")
+  try:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp creates 0700
+    write(tmp)
+    os.replace(tmp, out_dir)  # replaces an empty directory
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
 
 
 def save_imported(out_dir: str, config: TransformerConfig, params: dict) -> None:
-  """Write `out_dir/config.json` and `out_dir/params` (orbax); refuses a non-empty `out_dir`."""
+  """Write `out_dir/params` (orbax) and `out_dir/config.json`, all or nothing; refuses a non-empty `out_dir`."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  out_dir = os.path.abspath(out_dir)
-  _refuse_non_empty(out_dir)
-  os.makedirs(out_dir, exist_ok=True)
-  with ocp.StandardCheckpointer() as ckptr:
-    ckptr.save(os.path.join(out_dir, "params"), params)
-  with open(os.path.join(out_dir, "config.json"), "w") as f:
-    f.write(config.to_json())
+
+  def write(tmp: str) -> None:
+    with ocp.StandardCheckpointer() as ckptr:
+      ckptr.save(os.path.join(tmp, "params"), params)
+    atomic.write_text(os.path.join(tmp, "config.json"), config.to_json())
+
+  _write_directory(out_dir, write)
 
 
 def load_imported(path: str) -> tuple[TransformerConfig, dict]:
   """(config, params) written by `save_imported`; params are numpy float32."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   path = os.path.abspath(path)
-  with open(os.path.join(path, "config.json")) as f:
-    config = TransformerConfig.from_dict(json.load(f))
+  config_path = os.path.join(path, "config.json")
+  what = "an `xtreme-jax import-hf` / `export-encoder` output (config.json + params)"
+  config_dict = read_json(config_path, what)
+  try:
+    config = TransformerConfig.from_dict(config_dict)
+  except errors.UserError as e:
+    raise type(e)(f"{config_path}: {e}") from e
+  except (TypeError, ValueError) as e:
+    raise errors.DataError(f"{config_path}: {e}") from e
+  if not os.path.isdir(os.path.join(path, "params")):
+    raise errors.MissingInputError(f"{os.path.join(path, 'params')} does not exist; expected {what}")
   with ocp.StandardCheckpointer() as ckptr:
     params = ckptr.restore(os.path.join(path, "params"), abstract_params(config))
   return config, jax.tree_util.tree_map(np.asarray, params)
@@ -376,14 +512,13 @@ def load_imported(path: str) -> tuple[TransformerConfig, dict]:
 
 def import_hf(src: str, out_dir: str, *, scan_layers: bool = False) -> None:
   """Load an HF checkpoint, save it with `save_imported`, print a one-line summary."""
-  _refuse_non_empty(out_dir)
+  refuse_non_empty(os.path.abspath(out_dir))
   config, params, report = load_with_report(src, scan_layers=scan_layers)
   save_imported(out_dir, config, params)
-  with open(os.path.join(report.source, "config.json")) as f:
-    model_type = json.load(f)["model_type"]
   n = sum(x.size for x in jax.tree_util.tree_leaves(params))
-  print(f"imported {model_type} {src} -> {out_dir}: {config.num_layers} layers, hidden {config.hidden_size}, "
-        f"vocab {config.vocab_size}, {n:,} parameters, freshly initialised: {', '.join(report.fresh) or 'none'}")
+  head = "" if config.tie_word_embeddings else ", untied MLM output layer"
+  print(f"imported {report.model_type} {src} -> {out_dir}: {config.num_layers} layers, hidden {config.hidden_size}, "
+        f"vocab {config.vocab_size}, {n:,} parameters{head}, freshly initialised: {', '.join(report.fresh) or 'none'}")
 
 
 def cli_import_hf(argv: Optional[list[str]] = None) -> int:

@@ -15,8 +15,10 @@ import dataclasses
 import functools
 import glob
 from typing import Optional
+
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.data import masking, paths
 from xtreme_jax.data.sources import IndexedSource
 from xtreme_jax.data.vocabularies import load_vocabulary
@@ -27,7 +29,7 @@ def _expand(patterns) -> list[str]:
   for pattern in patterns:
     matched = sorted(glob.glob(pattern))
     if not matched:
-      raise FileNotFoundError(f"no file matches {pattern!r}")
+      raise errors.MissingInputError(f"no file matches {pattern!r}")
     files += matched
   return files
 
@@ -55,9 +57,9 @@ class MlmTextSource(IndexedSource):
     if isinstance(self.files, str):
       object.__setattr__(self, "files", (self.files,))
     if self.split not in ("train", "eval"):
-      raise ValueError(f"split={self.split!r}; expected 'train' or 'eval'")
+      raise errors.ConfigError(f"split={self.split!r}; expected 'train' or 'eval'")
     if self.seq_len < 3:
-      raise ValueError(f"seq_len={self.seq_len} leaves no room for text between the special tokens")
+      raise errors.ConfigError(f"seq_len={self.seq_len} leaves no room for text between the special tokens")
 
   @functools.cached_property
   def vocab(self):
@@ -79,7 +81,7 @@ class MlmTextSource(IndexedSource):
         piece = [self.vocab.cls_id] + stream[start:start + body] + [self.vocab.sep_id]
         rows.append(piece + [self.vocab.pad_id] * (self.seq_len - len(piece)))
     if not rows:
-      raise ValueError(f"files {self.files} hold no text")
+      raise errors.DataError(f"files {self.files} hold no text")
     chunks = np.asarray(rows, np.int32)
     if self.holdout_every:
       held = np.arange(len(chunks)) % self.holdout_every == self.holdout_every - 1

@@ -44,13 +44,15 @@ M = max_predictions_for(S, max mask prob), MT = the same for T):
 x and y are `[CLS] tokens [SEP]`. The TLM input is the vocabulary's pair
 layout (`build_inputs(x, y)`: `[CLS] x [SEP] y [SEP]` for WordPiece,
 `<s> x </s></s> y </s>` for XLM-R) masked independently of x and y at the
-bilingual rate; its positions restart at 0 where the second sentence's part
-begins (XLM style), padding has position 0. `tlm_language_ids` is x's
-language id on the first sentence's part (its special tokens included) and
-y's on the second part (XLM language embeddings), 0 on padding. TLM is a
-bilingual objective:
-in monolingual rows the TLM features are filled but `tlm_masked_weights`
-is all zero.
+bilingual rate; its positions count tokens from each segment's start, so
+they restart at 0 where the second sentence's part begins (XLM style);
+padding has position 0. They are model-agnostic: the embeddings map them
+to position-table rows as each segment alone gets them (BERT 0.., RoBERTa /
+XLM-R `pad_token_id + 1`.., see `networks.layers.position_ids`).
+`tlm_language_ids` is x's language id on the first sentence's part (its
+special tokens included) and y's on the second part (XLM language
+embeddings), 0 on padding. TLM is a bilingual objective: in monolingual rows
+the TLM features are filled but `tlm_masked_weights` is all zero.
 
 The features are built by `PairFeatures.pair_features`, shared with the
 streaming source `xtreme_jax.data.pretraining_streams.SeqioPairSource` (seqio
@@ -68,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from xtreme_jax import text
+from xtreme_jax import errors, text
 from xtreme_jax.data import masking, paths
 from xtreme_jax.data.sources import IndexedSource, stack
 
@@ -84,12 +86,12 @@ MBERT_ALPHA = 0.7
 def language_sampling_probs(counts: dict[str, int], alpha: float) -> dict[str, float]:
   """p_l = n_l^alpha / sum_k n_k^alpha, over `counts` (language -> number of examples)."""
   if not counts:
-    raise ValueError("no languages to sample from (counts is empty)")
+    raise errors.ConfigError("no languages to sample from (counts is empty)")
   if not np.isfinite(alpha) or alpha < 0:
-    raise ValueError(f"alpha={alpha!r}; expected a finite number >= 0")
+    raise errors.ConfigError(f"alpha={alpha!r}; expected a finite number >= 0")
   for lang, n in counts.items():
     if n <= 0:
-      raise ValueError(f"language {lang!r} has {n} examples; every sampled language needs at least one")
+      raise errors.DataError(f"language {lang!r} has {n} examples; every sampled language needs at least one")
   langs = sorted(counts)
   weights = np.asarray([float(counts[l]) for l in langs]) ** alpha
   probs = weights / weights.sum()
@@ -100,9 +102,15 @@ def language_sampling_probs(counts: dict[str, int], alpha: float) -> dict[str, f
 # Readers
 
 
+def _listdir(directory: str, what: str) -> list[str]:
+  if not os.path.isdir(directory):
+    raise errors.MissingInputError(f"{directory} is not a directory; expected the {what} corpus folder")
+  return os.listdir(directory)
+
+
 def available_monolingual(directory: str) -> list[str]:
   """Languages with a `{lg}.txt` file in `directory`."""
-  return sorted(name[:-4] for name in os.listdir(directory)
+  return sorted(name[:-4] for name in _listdir(directory, "monolingual")
                 if name.endswith(".txt") and os.path.isfile(os.path.join(directory, name)))
 
 
@@ -125,17 +133,17 @@ def read_monolingual(directory: str, languages: Iterable[str] | None = None, *,
   available = available_monolingual(directory)
   languages = available if languages is None else list(languages)
   if not languages:
-    raise ValueError(f"no monolingual files ({{lg}}.txt) in {directory}")
+    raise errors.DataError(f"no monolingual files ({{lg}}.txt) in {directory}")
   unknown = [l for l in languages if l not in available]
   if unknown:
-    raise ValueError(f"unknown monolingual language(s) {unknown} in {directory}; "
-                     f"valid languages: {available}")
+    raise errors.ConfigError(f"unknown monolingual language(s) {unknown} in {directory}; "
+                             f"valid languages: {available}")
   out = {}
   for lang in languages:
     path = os.path.join(directory, f"{lang}.txt")
     docs = list(iter_documents(path, blank_line_documents))
     if not docs:
-      raise ValueError(f"monolingual file {path} (language {lang!r}) holds no text")
+      raise errors.DataError(f"monolingual file {path} (language {lang!r}) holds no text")
     out[lang] = docs
   return out
 
@@ -147,7 +155,7 @@ _TSV = re.compile(r"^([^-.]+)-([^-.]+)\.tsv$")
 def _pair_key(pair) -> str:
   if isinstance(pair, str):
     if pair.count("-") != 1:
-      raise ValueError(f"language pair {pair!r}; expected 'src-tgt'")
+      raise errors.ConfigError(f"language pair {pair!r}; expected 'src-tgt'")
     return pair
   src, tgt = pair
   return f"{src}-{tgt}"
@@ -155,14 +163,14 @@ def _pair_key(pair) -> str:
 
 def available_parallel(directory: str) -> dict[str, tuple[str, ...]]:
   """'src-tgt' -> its file(s) in `directory`: (src file, tgt file) or (tsv file,)."""
-  names = set(os.listdir(directory))
+  names = set(_listdir(directory, "parallel"))
   found: dict[str, tuple[str, ...]] = {}
   for name in sorted(names):
     m = _TSV.match(name)
     if m:
       key = f"{m[1]}-{m[2]}"
       if f"{key}.{m[1]}" in names or f"{key}.{m[2]}" in names:
-        raise ValueError(f"language pair {key!r} has both a .tsv file and aligned files in {directory}")
+        raise errors.DataError(f"language pair {key!r} has both a .tsv file and aligned files in {directory}")
       found[key] = (os.path.join(directory, name),)
       continue
     m = _ALIGNED.match(name)
@@ -171,8 +179,8 @@ def available_parallel(directory: str) -> dict[str, tuple[str, ...]]:
       src, tgt = f"{key}.{m[1]}", f"{key}.{m[2]}"
       if src not in names or tgt not in names:
         missing = tgt if src in names else src
-        raise FileNotFoundError(f"language pair {key!r}: {os.path.join(directory, missing)} is missing "
-                                f"(found {os.path.join(directory, name)})")
+        raise errors.MissingInputError(f"language pair {key!r}: {os.path.join(directory, missing)} is missing "
+                                       f"(found {os.path.join(directory, name)})")
       found[key] = (os.path.join(directory, src), os.path.join(directory, tgt))
   return found
 
@@ -183,17 +191,17 @@ def read_parallel(directory: str, language_pairs: Iterable | None = None
   available = available_parallel(directory)
   keys = sorted(available) if language_pairs is None else [_pair_key(p) for p in language_pairs]
   if not keys:
-    raise ValueError(f"no parallel files ({{src}}-{{tgt}}.{{src}}/.{{tgt}} or .tsv) in {directory}")
+    raise errors.DataError(f"no parallel files ({{src}}-{{tgt}}.{{src}}/.{{tgt}} or .tsv) in {directory}")
   unknown = [k for k in keys if k not in available]
   if unknown:
-    raise ValueError(f"unknown language pair(s) {unknown} in {directory}; "
-                     f"valid language pairs: {sorted(available)}")
+    raise errors.ConfigError(f"unknown language pair(s) {unknown} in {directory}; "
+                             f"valid language pairs: {sorted(available)}")
   out = {}
   for key in keys:
     pairs = list(iter_parallel(available[key]))
     if not pairs:
-      raise ValueError(f"parallel file(s) {', '.join(available[key])} (language pair {key!r}) hold no "
-                       "sentence pairs")
+      raise errors.DataError(f"parallel file(s) {', '.join(available[key])} (language pair {key!r}) hold no "
+                             "sentence pairs")
     out[key] = pairs
   return out
 
@@ -206,7 +214,7 @@ def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
   """(source, target) sentences of one language pair's file(s) (`available_parallel`), read line by line.
 
   Sides are stripped and pairs with an empty side dropped. Aligned files of
-  different lengths raise a ValueError naming both files and their line counts
+  different lengths raise a `DataError` naming both files and their line counts
   (when the shorter one ends); a TSV line without exactly two fields raises.
   """
   if len(files) == 2:
@@ -218,8 +226,8 @@ def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
           if s or t:
             n_src = n + (_count_rest(fs) + 1 if s else 0)
             n_tgt = n + (_count_rest(ft) + 1 if t else 0)
-            raise ValueError(f"{files[0]} has {n_src} lines but {files[1]} has {n_tgt} lines; aligned files "
-                             "must have equal line counts")
+            raise errors.DataError(f"{files[0]} has {n_src} lines but {files[1]} has {n_tgt} lines; aligned "
+                                   "files must have equal line counts")
           return
         n += 1
         s, t = s.strip(), t.strip()
@@ -233,8 +241,8 @@ def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
           continue
         fields = line.split("\t")
         if len(fields) != 2:
-          raise ValueError(f"{files[0]} line {number}: {len(fields)} tab-separated fields; expected 2 "
-                           "(source<TAB>target)")
+          raise errors.DataError(f"{errors.location(files[0], number)}: {len(fields)} tab-separated fields; "
+                                 "expected 2 (source<TAB>target)")
         s, t = fields[0].strip(), fields[1].strip()
         if s and t:
           yield s, t
@@ -319,10 +327,10 @@ class PairFeatures:
 
   def _check_pair_args(self) -> None:
     if self.segment_len < 2:
-      raise ValueError(f"segment_len={self.segment_len}; expected >= 2")
+      raise errors.ConfigError(f"segment_len={self.segment_len}; expected >= 2")
     for name in ("mono_mask_prob", "bi_mask_prob", "flip_prob"):
       if not 0 <= getattr(self, name) <= 1:
-        raise ValueError(f"{name}={getattr(self, name)}; expected a probability in [0, 1]")
+        raise errors.ConfigError(f"{name}={getattr(self, name)}; expected a probability in [0, 1]")
 
   @functools.cached_property
   def vocab(self):
@@ -373,7 +381,7 @@ class PairFeatures:
     out["x_language_id"] = np.int32(x_language_id)
     out["y_language_id"] = np.int32(y_language_id)
     out["is_bilingual"] = np.int32(bilingual)
-    # TLM: the vocabulary's pair layout; positions restart where the second part begins.
+    # TLM: the vocabulary's pair layout; positions (from each segment's start) restart at the second part.
     ids, types = v.build_inputs(list(x), list(y))
     first = len(x) + 2
     positions = np.zeros(self.tlm_len, np.int32)
@@ -436,7 +444,7 @@ class VecoPairSource(PairFeatures, IndexedSource):
       elif value is not None:
         object.__setattr__(self, name, tuple(value))
     if self.monolingual_dir is None and self.parallel_dir is None:
-      raise ValueError("VecoPairSource needs a monolingual_dir, a parallel_dir or both")
+      raise errors.ConfigError("VecoPairSource needs a monolingual_dir, a parallel_dir or both")
     self._check_pair_args()
 
   # -- data ------------------------------------------------------------------
@@ -452,8 +460,8 @@ class VecoPairSource(PairFeatures, IndexedSource):
     for lang, documents in docs.items():
       pairs = monolingual_segment_pairs(documents, self.vocab.encode, self.segment_len)
       if not pairs:
-        raise ValueError(f"monolingual file {os.path.join(directory, lang + '.txt')} (language {lang!r}) "
-                         "gives no segment pair (documents too short)")
+        raise errors.DataError(f"monolingual file {os.path.join(directory, lang + '.txt')} (language {lang!r}) "
+                               "gives no segment pair (documents too short)")
       out[lang] = pairs
     return out
 
@@ -469,7 +477,7 @@ class VecoPairSource(PairFeatures, IndexedSource):
       encoded = [(encode(s)[:n], encode(t)[:n]) for s, t in pairs]
       encoded = [(s, t) for s, t in encoded if s and t]
       if not encoded:
-        raise ValueError(f"language pair {key!r} in {directory} has no pair with tokens on both sides")
+        raise errors.DataError(f"language pair {key!r} in {directory} has no pair with tokens on both sides")
       out[key] = encoded
     return out
 

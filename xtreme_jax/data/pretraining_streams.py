@@ -68,6 +68,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.data.pretraining_corpora import (
   VECO_ALPHA,
   PairFeatures,
@@ -101,7 +102,7 @@ class _Stream:
     try:
       return self.prepare(next(self.iterator))
     except StopIteration:
-      raise ValueError(f"seqio task {self.name!r} yields no examples") from None
+      raise errors.DataError(f"seqio task {self.name!r} yields no examples") from None
 
   def take(self):
     """The prepared example at the cursor (or the first usable one after it); advances the cursor by one."""
@@ -114,8 +115,8 @@ class _Stream:
         break
       i += 1
       if i > self.max_lookahead:
-        raise ValueError(f"seqio task {self.name!r}: {i} consecutive examples from example {self.cursor} on give no "
-                         "usable pair (too short after tokenization)")
+        raise errors.DataError(f"seqio task {self.name!r}: {i} consecutive examples from example {self.cursor} "
+                               "on give no usable pair (too short after tokenization)")
     self.buffer.popleft()
     self.cursor += 1
     return item
@@ -148,7 +149,7 @@ class SeqioPairSource(PairFeatures):
 
   def __post_init__(self):
     if self.vocabulary is None:
-      raise ValueError("SeqioPairSource needs a vocabulary (a path or a vocabulary object); in Gin set VOCAB")
+      raise errors.ConfigError("SeqioPairSource needs a vocabulary (a path or a vocabulary object); in Gin set VOCAB")
     for name in ("monolingual_tasks", "parallel_tasks", "task_modules"):
       value = getattr(self, name)
       if isinstance(value, str):
@@ -156,7 +157,7 @@ class SeqioPairSource(PairFeatures):
       elif not isinstance(value, Mapping):
         object.__setattr__(self, name, tuple(value))
     if not self.monolingual_tasks and not self.parallel_tasks:
-      raise ValueError("SeqioPairSource needs monolingual_tasks, parallel_tasks or both")
+      raise errors.ConfigError("SeqioPairSource needs monolingual_tasks, parallel_tasks or both")
     self._check_pair_args()
 
   # -- tasks -----------------------------------------------------------------
@@ -173,23 +174,23 @@ class SeqioPairSource(PairFeatures):
       for name in tasks:
         label = getattr(seqio.get_mixture_or_task(name).source, attr, None)
         if label is None:
-          raise ValueError(f"the source of seqio task {name!r} has no `{attr}`; give "
-                           f"{'parallel' if bilingual else 'monolingual'}_tasks as a mapping "
-                           f"{'src-tgt' if bilingual else 'language'} -> task name")
+          raise errors.ConfigError(f"the source of seqio task {name!r} has no `{attr}`; give "
+                                   f"{'parallel' if bilingual else 'monolingual'}_tasks as a mapping "
+                                   f"{'src-tgt' if bilingual else 'language'} -> task name")
         key = "-".join(label) if bilingual else label
         if key in named:
-          raise ValueError(f"seqio tasks {named[key]!r} and {name!r} are both for {key!r}; give a mapping")
+          raise errors.ConfigError(f"seqio tasks {named[key]!r} and {name!r} are both for {key!r}; give a mapping")
         named[key] = name
     out = {}
     for key, name in sorted(named.items()):
       if bilingual and (not isinstance(key, str) or key.count("-") != 1):
-        raise ValueError(f"language pair {key!r}; expected 'src-tgt'")
+        raise errors.ConfigError(f"language pair {key!r}; expected 'src-tgt'")
       task = seqio.get_mixture_or_task(name)
       features = ("source", "target") if bilingual else ("text",)
       missing = [f for f in features if f not in task.output_features]
       if missing:
-        raise ValueError(f"seqio task {name!r} ({key}) has no output feature(s) {missing}; "
-                         f"{'parallel' if bilingual else 'monolingual'} tasks yield {list(features)}")
+        raise errors.ConfigError(f"seqio task {name!r} ({key}) has no output feature(s) {missing}; "
+                                 f"{'parallel' if bilingual else 'monolingual'} tasks yield {list(features)}")
       out[key] = task
     return out
 

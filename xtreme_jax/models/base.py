@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import stack_layer_params, unstack_layer_params
 
@@ -68,9 +69,11 @@ def load_backbone(params: Any, pretrained: dict, config: TransformerConfig) -> A
   with another shape, raises one error listing every such parameter.
   Cross-attention parameters, which an encoder checkpoint never holds, keep
   their fresh values (VECO's warm start from XLM-R). Converts between the
-  scanned and unrolled layer layouts as needed.
+  scanned and unrolled layer layouts as needed, and gives a model with an
+  untied MLM output layer the transposed word embeddings of a tied checkpoint
+  (the same logits); a tied model refuses an untied checkpoint's output layer.
   """
-  pretrained = dict(pretrained)
+  pretrained = _match_output_layer(dict(pretrained), nn.unbox(params["backbone"]), config)
   enc = pretrained["encoder"]
   if config.scan_layers and "layers" not in enc:
     pretrained["encoder"] = stack_layer_params(enc, config.num_layers)
@@ -97,12 +100,31 @@ def load_backbone(params: Any, pretrained: dict, config: TransformerConfig) -> A
 
   backbone = jax.tree_util.tree_map_with_path(take, nn.unbox(params["backbone"]))
   if problems:
-    raise ValueError("pretrained backbone does not fit the model:\n  " + "\n  ".join(problems))
+    more = f"; ... and {len(problems) - 8} more" if len(problems) > 8 else ""
+    raise errors.ConfigError("pretrained backbone does not fit the model (check the model preset against the "
+                             "checkpoint's config.json): " + "; ".join(problems[:8]) + more)
   if fresh:
     logging.info("%d cross-attention parameters are not in the checkpoint and start fresh", len(fresh))
   if flat_pre:
     logging.info("pretrained parameters not used by this model: %s", sorted({k.split("]")[0] + "]" for k in flat_pre}))
   return {**params, "backbone": backbone}
+
+
+def _match_output_layer(pretrained: dict, backbone: Any, config: TransformerConfig) -> dict:
+  """`pretrained` with its MLM output layer in the form (tied or untied) the model's backbone has."""
+  head = pretrained.get("mlm_head")
+  if "mlm_head" not in backbone or head is None:
+    return pretrained  # the model has no MLM head (it is dropped), or the checkpoint lacks one (reported)
+  if "decoder" in head and config.tie_word_embeddings:
+    raise errors.ConfigError("the checkpoint has an untied MLM output layer (mlm_head/decoder) but the model ties "
+                             "it to the word embeddings; set TransformerConfig.tie_word_embeddings = False in the "
+                             "model preset")
+  if "decoder" not in head and not config.tie_word_embeddings:
+    words = np.asarray(pretrained["embeddings"]["word_embeddings"]["embedding"])
+    logging.info("the checkpoint ties the MLM output layer to the word embeddings: the untied decoder starts "
+                 "from them (the same logits)")
+    pretrained["mlm_head"] = {**head, "decoder": {"kernel": np.ascontiguousarray(words.T)}}
+  return pretrained
 
 
 def dummy_inputs(batch_size: int, seq_len: int) -> dict:

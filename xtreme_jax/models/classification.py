@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.models.base import Model, dummy_inputs, masked_cross_entropy
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
@@ -59,7 +60,7 @@ class ClassificationModel(Model):
 
   def __post_init__(self):
     if self.head not in HEADS:
-      raise ValueError(f"head={self.head!r}; expected one of {HEADS}")
+      raise errors.ConfigError(f"head={self.head!r}; expected one of {HEADS}")
 
   def network(self, deterministic: bool) -> nn.Module:
     return ClassifierNetwork(self.config, self.num_classes, self.head, deterministic)

@@ -20,8 +20,12 @@ set of masked slots per segment serves both objectives:
 Loss sum = IS(x) + IS(y) + CS(x->y) + CS(y->x) [+ TLM].
 
 TLM (XLM style) runs when the batch carries `tlm_input_ids, tlm_input_mask,
-tlm_positions` (the concatenated pair, positions restarting at the second
-sentence) and `tlm_masked_*`; rows without TLM have zero TLM weights.
+tlm_positions` and `tlm_masked_*`; rows without TLM have zero TLM weights.
+`tlm_positions` (like the optional `x_positions` / `y_positions`) count
+tokens from each segment's start, 0 at its first token: the concatenated
+pair restarts at the second sentence. The embeddings map them to
+position-table rows as each segment alone gets them (`layers.position_ids`):
+rows 0.. for BERT, `pad_token_id + 1`.. (2..) for RoBERTa / XLM-R.
 
 Language embeddings (XLM; `config.num_languages > 0`, off by default) read
 `x_language_id`, `y_language_id` (batch,) for the segments and
@@ -50,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.models.base import Model, masked_cross_entropy
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.veco import VecoNetwork
@@ -117,7 +122,7 @@ class VecoModel(Model):
   def __post_init__(self):
     unknown = sorted(set(self.objectives) - {"is", "cs", "tlm"})
     if unknown or not self.objectives:
-      raise ValueError(f"objectives={self.objectives!r}; expected a non-empty subset of ('is', 'cs', 'tlm')")
+      raise errors.ConfigError(f"objectives={self.objectives!r}; expected a non-empty subset of ('is', 'cs', 'tlm')")
 
   def network(self, deterministic: bool) -> nn.Module:
     return VecoPretrainNetwork(self.config, deterministic, tuple(self.objectives))

@@ -18,11 +18,11 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 import numpy as np
 
+from xtreme_jax import errors
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.veco import drop_cross_attention
 
@@ -46,7 +46,7 @@ def fold_language_embedding(params: dict, language_id: int) -> dict:
   emb = dict(params["embeddings"])
   table = np.asarray(emb.pop("language_embeddings")["embedding"], np.float32)
   if not 0 <= language_id < table.shape[0]:
-    raise ValueError(f"language_id={language_id}; the checkpoint has {table.shape[0]} language embeddings")
+    raise errors.ConfigError(f"language_id={language_id}; the checkpoint has {table.shape[0]} language embeddings")
   positions = np.asarray(emb["position_embeddings"]["embedding"], np.float32)
   emb["position_embeddings"] = {"embedding": positions + table[language_id][None, :]}
   return {**params, "embeddings": emb}
@@ -56,10 +56,10 @@ def nlu_encoder(veco_params: dict, language_id: int | None = None) -> dict:
   """A `TransformerEncoder` parameter tree (cross-attention dropped; `language_id` folded in if given)."""
   has_languages = "language_embeddings" in veco_params["embeddings"]
   if has_languages and language_id is None:
-    raise ValueError("the checkpoint has language embeddings: pass language_id (an index into the "
+    raise errors.ConfigError("the checkpoint has language embeddings: pass language_id (an index into the "
                      "pretraining languages) to fold that language into the position embeddings")
   if not has_languages and language_id is not None:
-    raise ValueError(f"language_id={language_id} given, but the checkpoint has no language embeddings")
+    raise errors.ConfigError(f"language_id={language_id} given, but the checkpoint has no language embeddings")
   params = fold_language_embedding(veco_params, language_id) if has_languages else veco_params
   return drop_cross_attention(params)
 
@@ -72,18 +72,18 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
   the other. Embeddings and the output head are shared (tied) by both sides.
   """
   if "language_embeddings" in veco_params["embeddings"]:
-    raise ValueError("the NLG assembly does not support checkpoints with language embeddings (source and "
+    raise errors.ConfigError("the NLG assembly does not support checkpoints with language embeddings (source and "
                      "target languages differ, so no single language can be folded in)")
   n, total = assembly.decoder_layers, config.num_layers
   if not 0 < n <= total:
-    raise ValueError(f"decoder_layers={n}; expected 1..{total}")
+    raise errors.ConfigError(f"decoder_layers={n}; expected 1..{total}")
   if assembly.take not in ("last", "first"):
-    raise ValueError(f"take={assembly.take!r}; expected 'last' or 'first'")
+    raise errors.ConfigError(f"take={assembly.take!r}; expected 'last' or 'first'")
   chosen = range(total - n, total) if assembly.take == "last" else range(n)
   layers = veco_params["encoder"]
   missing = [f"layers_{i}" for i in chosen if "cross_attention" not in layers[f"layers_{i}"]]
   if missing:
-    raise ValueError(f"{missing} have no cross_attention: not a VECO checkpoint")
+    raise errors.DataError(f"{missing} have no cross_attention: not a VECO checkpoint")
   decoder = {f"layers_{j}": to_numpy(layers[f"layers_{i}"]) for j, i in enumerate(chosen)}
   encoder = nlu_encoder(veco_params)
   return {"embeddings": encoder["embeddings"], "encoder": encoder["encoder"], "decoder": decoder,
@@ -94,17 +94,26 @@ def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -
   """Write the NLU encoder of a VECO pretraining run's newest checkpoint in the `import-hf` format.
 
   `language_id`: required when the run used language embeddings (see `nlu_encoder`).
+  `out_dir` is written all or nothing (`hf.save_imported`).
   """
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
 
   from xtreme_jax import hf
-  with open(os.path.join(run_dir, "run_config.json")) as f:
-    model = json.load(f)["model"]
-  config = TransformerConfig.from_dict({k: v for k, v in model["config"].items() if k != "class"})
+  config_path = os.path.join(run_dir, "run_config.json")
+  run_config = hf.read_json(config_path, "the run_config.json of a VECO pretraining run")
+  try:
+    config = TransformerConfig.from_dict({k: v for k, v in run_config["model"]["config"].items() if k != "class"})
+  except (KeyError, TypeError, AttributeError) as e:
+    raise errors.DataError(f"{config_path}: no model.config object ({type(e).__name__}: {e}); expected the "
+                           "run_config.json of a VECO pretraining run") from e
+  except errors.UserError as e:
+    raise type(e)(f"{config_path}: {e}") from e
+  hf.refuse_non_empty(os.path.abspath(out_dir))  # before the restore
   manager = ocp.CheckpointManager(os.path.abspath(os.path.join(run_dir, "checkpoints")), item_names=("state", "meta"))
   step = manager.latest_step()
   if step is None:
-    raise FileNotFoundError(f"{run_dir}/checkpoints holds no checkpoint")
+    manager.close()
+    raise errors.MissingInputError(f"{run_dir}/checkpoints holds no checkpoint; expected a VECO pretraining run")
   restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
                                                             meta=ocp.args.JsonRestore()))
   manager.close()

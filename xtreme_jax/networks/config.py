@@ -8,6 +8,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from xtreme_jax import errors
+
 POSITION_STYLES = ("absolute", "roberta")
 
 
@@ -22,6 +24,8 @@ class TransformerConfig:
   embeddings (one vector per language id, summed with the word / position /
   token-type embeddings); every input then needs per-token language ids.
   Off (0) by default, as in mBERT, XLM-R and VECO.
+  `tie_word_embeddings=False` gives the MLM head its own output projection
+  (`mlm_head/decoder/kernel`, (hidden, vocab)) instead of the word embeddings.
   """
 
   vocab_size: int
@@ -32,6 +36,7 @@ class TransformerConfig:
   max_positions: int = 512
   type_vocab_size: int = 2
   num_languages: int = 0
+  tie_word_embeddings: bool = True
   pad_token_id: int = 0
   position_style: str = "absolute"
   layer_norm_eps: float = 1e-12
@@ -43,13 +48,13 @@ class TransformerConfig:
 
   def __post_init__(self):
     if self.position_style not in POSITION_STYLES:
-      raise ValueError(f"position_style={self.position_style!r}; expected one of {POSITION_STYLES}")
+      raise errors.ConfigError(f"position_style={self.position_style!r}; expected one of {POSITION_STYLES}")
     if self.hidden_size % self.num_heads:
-      raise ValueError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+      raise errors.ConfigError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
     if self.num_languages < 0:
-      raise ValueError(f"num_languages={self.num_languages}; expected >= 0 (0: no language embeddings)")
+      raise errors.ConfigError(f"num_languages={self.num_languages}; expected >= 0 (0: no language embeddings)")
     if self.dtype not in ("float32", "bfloat16"):
-      raise ValueError(f"dtype={self.dtype!r}; expected 'float32' or 'bfloat16'")
+      raise errors.ConfigError(f"dtype={self.dtype!r}; expected 'float32' or 'bfloat16'")
 
   @property
   def head_dim(self) -> int:
@@ -73,5 +78,5 @@ class TransformerConfig:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - known)
     if unknown:
-      raise ValueError(f"unknown TransformerConfig keys {unknown}; expected a subset of {sorted(known)}")
+      raise errors.ConfigError(f"unknown TransformerConfig keys {unknown}; expected a subset of {sorted(known)}")
     return cls(**d)

@@ -7,7 +7,7 @@ Parameter tree (unrolled; `scan_layers=True` stacks `layers_*` into one
     encoder/layers_{i}/self_attention/{attention/{query,key,value,out}, layer_norm}
     encoder/layers_{i}/feed_forward/{intermediate,output,layer_norm}
     pooler/dense
-    mlm_head/{dense,layer_norm,bias}
+    mlm_head/{dense,layer_norm,bias[,decoder]}   (decoder: tie_word_embeddings=False)
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class EncoderOutput(NamedTuple):
 
 
 class TransformerEncoder(nn.Module):
-  """Embeddings -> Encoder -> Pooler (+ tied MLM head on request)."""
+  """Embeddings -> Encoder -> Pooler (+ MLM head on request)."""
 
   config: TransformerConfig
   deterministic: bool = True

@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from xtreme_jax import errors
 from xtreme_jax.networks.config import TransformerConfig
 
 Array = jax.Array
@@ -58,18 +59,44 @@ def attention_mask(query_mask: Array, key_mask: Array, causal: bool = False) -> 
 
 
 def default_positions(config: TransformerConfig, input_mask: Array) -> Array:
-  """Position ids as BERT (0..L-1) or RoBERTa (pad+1.. over non-pad tokens)."""
+  """Position-table rows as BERT (0..L-1) or RoBERTa (pad+1.. over non-pad tokens, pads get pad)."""
   if config.position_style == "roberta":
     mask = input_mask.astype(jnp.int32)
     return jnp.cumsum(mask, axis=-1) * mask + config.pad_token_id
   return jnp.broadcast_to(jnp.arange(input_mask.shape[-1]), input_mask.shape)
 
 
+def position_ids(config: TransformerConfig, positions: Array, input_mask: Array) -> Array:
+  """Position-table rows for explicit token positions (0 = a segment's first token).
+
+  BERT style uses them as given; RoBERTa style offsets real tokens by
+  `pad_token_id + 1` and gives pads `pad_token_id`, so every segment of a
+  concatenated (TLM) pair starts where `default_positions` starts a
+  segment on its own (row 2 for XLM-R, row 0 for BERT).
+  """
+  if config.position_style == "roberta":
+    return jnp.where(input_mask.astype(bool), positions + config.pad_token_id + 1, config.pad_token_id)
+  return positions
+
+
+def check_length(config: TransformerConfig, length: int) -> None:
+  """A `ConfigError` when `length` tokens cannot all have a row of the position table."""
+  offset = config.pad_token_id + 1 if config.position_style == "roberta" else 0
+  if length + offset > config.max_positions:
+    start = f" (RoBERTa positions start at {offset})" if offset else ""
+    raise errors.ConfigError(
+        f"sequence length {length} exceeds the position table: max_positions={config.max_positions} allows "
+        f"{max(config.max_positions - offset, 0)} tokens{start}; lower SEQ_LEN / the reader's max length")
+
+
 class Embeddings(nn.Module):
   """Word + position (+ token-type) (+ language) embeddings, LayerNorm, dropout.
 
   Language embeddings exist only when `config.num_languages > 0`; then
-  `language_ids` (same shape as `input_ids`) is required.
+  `language_ids` (same shape as `input_ids`) is required. `positions`, when
+  given, are token positions counted from each segment's start (see
+  `position_ids`); by default `default_positions`. A sequence longer than
+  the position table allows is a `ConfigError` at trace time.
   """
 
   config: TransformerConfig
@@ -92,8 +119,12 @@ class Embeddings(nn.Module):
                positions: Optional[Array] = None, deterministic: bool = True,
                language_ids: Optional[Array] = None) -> Array:
     cfg = self.config
+    check_length(cfg, input_ids.shape[-1])
     if positions is None:
       positions = default_positions(cfg, input_mask)
+    else:
+      check_length(cfg, positions.shape[-1])
+      positions = position_ids(cfg, positions, input_mask)
     x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
     if cfg.type_vocab_size > 0:
       if token_type_ids is None:
@@ -230,7 +261,7 @@ class Pooler(nn.Module):
 
 
 class MlmHead(nn.Module):
-  """Dense + GELU + LayerNorm, then logits tied to the word embeddings."""
+  """Dense + GELU + LayerNorm, then logits against the word embeddings (tied) or its own `decoder` kernel."""
 
   config: TransformerConfig
 
@@ -242,5 +273,10 @@ class MlmHead(nn.Module):
                  bias_init=_param_init(nn.initializers.zeros, ("mlp",)))(x)
     h = layer_norm(cfg, "layer_norm")(jax.nn.gelu(h, approximate=False)).astype(cfg.compute_dtype)
     bias = self.param("bias", _param_init(nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
-    logits = embeddings.attend(h).astype(jnp.float32) + bias
+    if cfg.tie_word_embeddings:
+      logits = embeddings.attend(h)
+    else:
+      logits = nn.Dense(cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype, name="decoder",
+                        kernel_init=_param_init(_init(cfg), ("embed", "vocab")))(h)
+    logits = logits.astype(jnp.float32) + bias
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))

@@ -17,7 +17,7 @@ Parameter tree (a superset of `TransformerEncoder`'s, unrolled layers only):
     encoder/layers_{i}/cross_attention/{attention/{query,key,value,out}, layer_norm}
     encoder/layers_{i}/feed_forward/{intermediate,output,layer_norm}
     pooler/dense
-    mlm_head/{dense,layer_norm,bias}
+    mlm_head/{dense,layer_norm,bias[,decoder]}   (decoder: tie_word_embeddings=False)
 
 Dropping every `cross_attention` subtree gives a `TransformerEncoder` tree
 (NLU fine-tuning). `init` must go through `init_all` (or a caller that uses
@@ -31,6 +31,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from xtreme_jax import errors
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import EncoderOutput
 from xtreme_jax.networks.layers import (
@@ -87,14 +88,14 @@ class VecoStack(nn.Module):
 
 
 class VecoNetwork(nn.Module):
-  """Embeddings -> VecoStack -> (Pooler | tied MLM head), with `encode` and `decode` paths."""
+  """Embeddings -> VecoStack -> (Pooler | MLM head), with `encode` and `decode` paths."""
 
   config: TransformerConfig
   deterministic: bool = True
 
   def setup(self):
     if self.config.scan_layers:
-      raise NotImplementedError("VecoNetwork supports unrolled layers only (scan_layers=False)")
+      raise errors.ConfigError("VecoNetwork supports unrolled layers only: set scan_layers=False")
     self.embeddings = Embeddings(self.config)
     self.encoder = VecoStack(self.config, self.deterministic)
     self.pooler = Pooler(self.config)
@@ -132,7 +133,7 @@ class VecoNetwork(nn.Module):
     return self.pooler(sequence)
 
   def mlm_logits(self, sequence: Array) -> Array:
-    """Vocabulary logits (float32) for every position of `sequence` (tied embeddings)."""
+    """Vocabulary logits (float32) for every position of `sequence`."""
     return self.mlm_head(sequence, self.embeddings)
 
   def init_all(self, input_ids: Array, input_mask: Array):
