@@ -22,10 +22,10 @@ ALL = ("data", "model")
 
 
 def make_trainer(run_dir, layout="data_parallel", mesh=(2, 4), devices=None, steps=10, every=5,
-                 config=TINY, accum=1, lr=1e-3):
+                 config=TINY, accum=1, lr=1e-3, **trainer_kw):
   return Trainer(MlmModel(config), OptimizerConfig(learning_rate=lr, warmup_steps=2),
-                 TrainerConfig(train_steps=steps, log_every=1, checkpoint_every=every, accum_steps=accum,
-                               progress_bar=False),
+                 TrainerConfig(**{"train_steps": steps, "log_every": 1, "checkpoint_every": every,
+                                  "accum_steps": accum, "progress_bar": False, **trainer_kw}),
                  PartitionConfig(layout, mesh), str(run_dir), devices=devices)
 
 
@@ -158,12 +158,12 @@ class CrashingSource(RandomMlmSource):
     return super().batch(position, host_index, host_count)
 
 
-def _fit(run_dir, source, **kw):
+def _fit(run_dir, source, evaluator=None, **kw):
   trainer = make_trainer(run_dir, **kw)
   try:
-    return trainer.fit(source)
+    return trainer.fit(source, evaluator=evaluator)
   finally:
-    trainer.checkpointer.close()
+    trainer.close()
 
 
 def test_interrupted_run_resumes_to_identical_parameters(tmp_path):
@@ -178,7 +178,7 @@ def test_interrupted_run_resumes_to_identical_parameters(tmp_path):
   assert int(resumed.step) == 10
 
 
-def test_truncated_checkpoint_is_skipped(tmp_path):
+def test_truncated_checkpoint_is_set_aside_and_written_again(tmp_path, caplog):
   straight, _ = _fit(tmp_path / "straight", RandomMlmSource(), steps=10, every=5)
   run = tmp_path / "run"
   with pytest.raises(KeyboardInterrupt):
@@ -194,8 +194,20 @@ def test_truncated_checkpoint_is_skipped(tmp_path):
   trainer = make_trainer(run, steps=10, every=4)
   state, position = trainer.restore_or_init(RandomMlmSource().batch(0))
   assert (int(state.step), position) == (4, 4)
+  # Step 8 is renamed out of orbax's step names (reported), so listings show valid steps only.
+  aside = [n for n in os.listdir(ckpts) if n.startswith("corrupt-8-")]
+  assert len(aside) == 1 and "8" not in os.listdir(ckpts) and trainer.checkpointer.all_steps() == [4]
+  assert any(str(ckpts / "8") in r.message and aside[0] in r.message for r in caplog.records)
   trainer.checkpointer.close()
-  resumed, _ = _fit(run, RandomMlmSource(), steps=10, every=4)
+  # The resumed run writes step 8 again, and a further resume restores it.
+  with pytest.raises(KeyboardInterrupt):
+    _fit(run, CrashingSource(crash_at=9), steps=10, every=4)
+  trainer = make_trainer(run, steps=10, every=4)
+  state, position = trainer.restore_or_init(RandomMlmSource().batch(0))
+  assert (int(state.step), position) == (8, 8)
+  trainer.checkpointer.close()
+  resumed, summary = _fit(run, RandomMlmSource(), steps=10, every=4)
+  assert summary["checkpoints"] == [4, 8, 10]
   fa, fb = flat(straight.params), flat(resumed.params)
   assert all(np.array_equal(fa[k], fb[k]) for k in fa)
 
@@ -225,7 +237,7 @@ def test_foreign_run_directory_is_refused(tmp_path):
   run = str(tmp_path / "run")
   assert claim_run_directory(run, {"model": {"hidden": 32}, "lr": 1e-3}) is False
   assert claim_run_directory(run, {"model": {"hidden": 32}, "lr": 1e-3}) is True
-  with pytest.raises(ForeignRunDirectoryError, match=r"model.hidden: 32 \(directory\) vs 64 \(this run\)"):
+  with pytest.raises(ForeignRunDirectoryError, match=r"differing keys: model.hidden \(32 -> 64\)\. Use a new RUN_DIR"):
     claim_run_directory(run, {"model": {"hidden": 64}, "lr": 1e-3})
   (tmp_path / "other").mkdir()
   (tmp_path / "other" / "notes.txt").write_text("someone's data")

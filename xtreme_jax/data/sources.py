@@ -15,6 +15,8 @@ from typing import Iterator
 
 import numpy as np
 
+from xtreme_jax import errors
+
 
 class IndexedSource(abc.ABC):
   """Subclasses define `num_examples`, `example`, `weight_keys`; set `batch_size`, `seed`."""
@@ -38,7 +40,8 @@ class IndexedSource(abc.ABC):
 
   def _rows(self, host_index: int, host_count: int) -> range:
     if self.batch_size % host_count:
-      raise ValueError(f"batch_size {self.batch_size} is not divisible by {host_count} hosts")
+      raise errors.ConfigError(f"{type(self).__name__}.batch_size = {self.batch_size} is not divisible by the "
+                               f"{host_count} processes (hosts); use a multiple of {host_count}")
     per_host = self.batch_size // host_count
     return range(host_index * per_host, (host_index + 1) * per_host)
 
@@ -82,7 +85,7 @@ class FeatureListSource(IndexedSource):
   def __init__(self, features: list[dict], batch_size: int, seed: int = 0,
                weight_keys: tuple = ("example_weights",), model_keys: tuple | None = None):
     if not features:
-      raise ValueError("no examples to batch")
+      raise errors.DataError("no examples to batch: the feature list is empty")
     self.features, self.batch_size, self.seed, self.weight_keys = features, batch_size, seed, weight_keys
     self.model_keys = model_keys
 

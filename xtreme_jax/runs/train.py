@@ -2,7 +2,14 @@
 
 Each run function takes fully built objects (model config or model, data
 sources, optimizer / trainer / partition configs), claims its run directory
-and hands over to the `Trainer`.
+(`RunDirectory`: lock, fingerprint check, commit once training started) and
+hands over to the `Trainer`.
+
+`resume_overrides` (Gin `RESUME_OVERRIDES`, e.g. `{'learning_rate': 1e-5}`)
+changes optimizer settings of a run being resumed, e.g. after a NaN stop: the
+fingerprint check lets exactly those keys differ, the change is logged and
+recorded in run_config.json's "overrides" (with the step it applied from),
+later re-runs keep applying it, and the restored optimizer state is kept.
 """
 
 from __future__ import annotations
@@ -15,11 +22,11 @@ from typing import Any, Optional
 
 import jax
 
-from xtreme_jax import atomic, hf
+from xtreme_jax import atomic, errors, hf
 from xtreme_jax.models.base import Model, load_backbone
 from xtreme_jax.models.mlm import MlmModel
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.training.checkpoints import claim_run_directory
+from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.trainer import Trainer, TrainerConfig
@@ -38,8 +45,8 @@ def _check_vocab(config: TransformerConfig, *sources) -> None:
   for source in sources:
     vocab = getattr(source, "vocab", None)
     if vocab is not None and vocab.vocab_size > config.vocab_size:
-      raise ValueError(f"the vocabulary {source.vocabulary} has {vocab.vocab_size} ids but the model's "
-                       f"vocab_size is {config.vocab_size}; raise vocab_size in the model preset")
+      raise errors.ConfigError(f"the vocabulary {source.vocabulary} has {vocab.vocab_size} ids but the model's "
+                               f"vocab_size is {config.vocab_size}; raise vocab_size in the model preset")
 
 
 def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
@@ -50,14 +57,14 @@ def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
   for source in sources:
     langs = getattr(source, "languages_index", None)
     if langs is None:
-      raise ValueError(f"num_languages={config.num_languages} (language embeddings) but "
-                       f"{type(source).__name__} gives no per-token language ids")
+      raise errors.ConfigError(f"num_languages={config.num_languages} (language embeddings) but "
+                               f"{type(source).__name__} gives no per-token language ids")
     if len(langs) > config.num_languages:
-      raise ValueError(f"the data has {len(langs)} languages {list(langs)} but num_languages="
-                       f"{config.num_languages}; raise num_languages in the model preset")
+      raise errors.ConfigError(f"the data has {len(langs)} languages {list(langs)} but num_languages="
+                               f"{config.num_languages}; raise num_languages in the model preset")
     if index is not None and tuple(langs) != index:
-      raise ValueError(f"the evaluation data's language ids {list(langs)} differ from the training data's "
-                       f"{list(index)}; give both sources the same languages")
+      raise errors.ConfigError(f"the evaluation data's language ids {list(langs)} differ from the training data's "
+                               f"{list(index)}; give both sources the same languages")
     index = tuple(langs)
   return index
 
@@ -69,72 +76,100 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig)
   pre_config, pre_params = hf.load_imported(init_checkpoint)
   for field in ("vocab_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
     if getattr(pre_config, field) != getattr(config, field):
-      raise ValueError(f"{init_checkpoint}: {field}={getattr(pre_config, field)} but the model preset has "
-                       f"{getattr(config, field)}; use the preset that matches the checkpoint")
+      raise errors.ConfigError(f"{init_checkpoint}: {field}={getattr(pre_config, field)} but the model preset has "
+                               f"{getattr(config, field)}; use the preset that matches the checkpoint")
   return lambda params: load_backbone(params, pre_params, config)
 
 
 def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimizer: OptimizerConfig,
-           trainer: TrainerConfig, partition: PartitionConfig, init_checkpoint: Optional[str]) -> dict:
+           trainer: TrainerConfig, partition: PartitionConfig, init_checkpoint: Optional[str],
+           resume_overrides: Optional[dict] = None) -> dict:
   _check_vocab(model.config, train_data, *([eval_data] if eval_data is not None else []))
   languages = _check_languages(model.config, train_data, *([eval_data] if eval_data is not None else []))
   fingerprint = {"mode": mode, "model": describe(model), "train_data": describe(train_data),
                  "eval_data": describe(eval_data), "optimizer": describe(optimizer),
                  "train_steps": trainer.train_steps, "accum_steps": trainer.accum_steps, "seed": trainer.seed,
                  "init_checkpoint": init_checkpoint}
-  resumed = claim_run_directory(run_dir, fingerprint)
-  logging.info("%s run in %s (%s)", mode, run_dir, "resuming" if resumed else "new")
-  if languages and jax.process_index() == 0:
-    # export-encoder's LANGUAGE_ID indexes this list.
-    atomic.write_json(os.path.join(run_dir, "languages.json"), {lg: i for i, lg in enumerate(languages)})
-  runner = Trainer(model, optimizer, trainer, partition, run_dir)
-  try:
-    _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config))
-  finally:
-    runner.checkpointer.close()
-    for source in (train_data, eval_data):
-      getattr(source, "close", lambda: None)()  # streamed sources hold open tf.data iterators
+  if trainer.select_metric:  # only then: older run directories stay valid
+    fingerprint.update(select_metric=trainer.select_metric, eval_every=trainer.eval_every)
+  overrides = dict(resume_overrides or {})
+  optimizer.with_overrides(overrides)  # unknown keys fail before the directory is touched
+  files = {"languages.json": {lg: i for i, lg in enumerate(languages)}} if languages else None
+  # export-encoder's LANGUAGE_ID indexes languages.json.
+  with RunDirectory(run_dir, fingerprint, overrides={"optimizer": overrides} if overrides else None,
+                    files=files) as claim:
+    resumed = claim.check()
+    logging.info("%s run in %s (%s)", mode, run_dir, "resuming" if resumed else "new")
+    optimizer = _apply_overrides(claim, optimizer)
+    runner = Trainer(model, optimizer, trainer, partition, run_dir, run_directory=claim)
+    try:
+      _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config))
+    finally:
+      runner.close()
+      for source in (train_data, eval_data):
+        getattr(source, "close", lambda: None)()  # streamed sources hold open tf.data iterators
   print(format_summary(summary, run_dir))
   return summary
 
 
+def _apply_overrides(claim: RunDirectory, optimizer: OptimizerConfig) -> OptimizerConfig:
+  """The optimizer with the run directory's recorded overrides and this run's applied (logged)."""
+  changes = claim.effective_overrides().get("optimizer", {})
+  if not changes:
+    return optimizer
+  updated = optimizer.with_overrides(changes)
+  logging.warning("resuming %s with optimizer overrides %s (configured: %s)%s", claim.run_dir,
+                  ", ".join(f"{k}={val!r}" for k, val in changes.items()),
+                  ", ".join(f"{k}={getattr(optimizer, k)!r}" for k in changes),
+                  "" if claim.new_overrides() else " as recorded in run_config.json")
+  return updated
+
+
 def format_summary(summary: dict, run_dir: str, rows: int = 12) -> str:
   """A short table of the logged training metrics, the evaluations and where things are."""
-  history = [h for h in summary["history"] if "tokens_per_s" in h]  # the logged steps
+  history = [h for h in summary["history"] if "tokens_per_s" in h] or summary["history"]  # the logged steps
   stride = max(1, len(history) // rows)
   shown = history[::stride] + ([history[-1]] if history and (len(history) - 1) % stride else [])
   extra = sorted(k for k in (history[0] if history else {}) if k.endswith("_loss")) or ["accuracy"]
   lines = [f"{'step':>7} {'loss':>8} " + " ".join(f"{k:>9}" for k in extra) + f" {'lr':>9} {'tokens/s':>9}"]
   for h in shown:
+    speed = f"{h['tokens_per_s']:>9.0f}" if "tokens_per_s" in h else f"{'-':>9}"
     lines.append(f"{h['step']:>7} {h['loss']:>8.4f} " + " ".join(f"{h.get(k, float('nan')):>9.4f}" for k in extra)
-                 + f" {h['learning_rate']:>9.2e} {h['tokens_per_s']:>9.0f}")
+                 + f" {h['learning_rate']:>9.2e} {speed}")
   for e in summary["eval"]:
     lines.append(f"eval @ {e['step']}: " + ", ".join(f"{k}={v:.4f}" for k, v in e.items() if k != "step"))
-  lines.append(f"checkpoints {summary['checkpoints']} and summary.json in {run_dir}")
+  if summary.get("best"):
+    best = summary["best"]
+    lines.append(f"best {best['metric']} {best['value']:.4f} at step {best['step']} (in best/)")
+  lines.append(f"checkpoints {summary['checkpoints']}, metrics.jsonl and summary.json in {run_dir}")
   return "\n".join(lines)
 
 
 def pretrain(run_dir: str, model_config: TransformerConfig, train_data, eval_data=None,
              optimizer: OptimizerConfig = OptimizerConfig(learning_rate=1e-4),
              trainer: TrainerConfig = TrainerConfig(), partition: PartitionConfig = PartitionConfig(),
-             init_checkpoint: Optional[str] = None, model: Optional[Model] = None) -> dict:
+             init_checkpoint: Optional[str] = None, model: Optional[Model] = None,
+             resume_overrides: Optional[dict] = None) -> dict:
   """Pretraining of `model_config` (from scratch or a warm start).
 
   `model` is the pretraining objective; the default is masked LM over plain
   text (`MlmModel`); `VecoModel` gives VECO, MLM on pairs, or MLM + TLM.
+  `resume_overrides`: optimizer settings to change when resuming (module doc).
   """
   model = model if model is not None else MlmModel(model_config)
   if model.config != model_config:
-    raise ValueError("the pretraining model's config differs from MODEL_CONFIG; bind the model's config to %MODEL_CONFIG")
-  return _train("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition, init_checkpoint)
+    raise errors.ConfigError("the pretraining model's config differs from MODEL_CONFIG; bind the model's config to "
+                             "%MODEL_CONFIG")
+  return _train("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition, init_checkpoint,
+                resume_overrides)
 
 
 def finetune(run_dir: str, model: Model, train_data, eval_data=None, init_checkpoint: Optional[str] = None,
              optimizer: OptimizerConfig = OptimizerConfig(), trainer: TrainerConfig = TrainerConfig(),
-             partition: PartitionConfig = PartitionConfig()) -> dict:
-  """Fine-tune a task model whose backbone starts from an imported checkpoint."""
+             partition: PartitionConfig = PartitionConfig(), resume_overrides: Optional[dict] = None) -> dict:
+  """Fine-tune a task model whose backbone starts from an imported checkpoint (`resume_overrides`: module doc)."""
   return _train("finetune", run_dir, model, train_data, eval_data, optimizer, trainer, partition,
-                init_checkpoint)
+                init_checkpoint, resume_overrides)
 
 
 def evaluate(run_dir: str, model: Model, eval_data, init_checkpoint: Optional[str] = None,
@@ -150,13 +185,13 @@ def evaluate(run_dir: str, model: Model, eval_data, init_checkpoint: Optional[st
   try:
     step = runner.checkpointer.latest_step()
     if step is None and not init_checkpoint:
-      raise FileNotFoundError(f"{run_dir} holds no checkpoint and no init_checkpoint was given")
+      raise errors.MissingInputError(f"{run_dir} holds no checkpoint and no init_checkpoint was given")
     batch = next(iter(eval_data.eval_batches(host, hosts)))
     state = runner.init_state(batch, None if step is not None else pretrained_loader(init_checkpoint, model.config))
     params = state.params if step is None else runner.place_params(runner.checkpointer.restore_params(step))
     metrics = {"step": step or 0, **runner.evaluate(params, eval_data.eval_batches(host, hosts))}
   finally:
-    runner.checkpointer.close()
+    runner.close()
   if host == 0:
     atomic.write_json(os.path.join(run_dir, "eval_results.json"), metrics)
     print(json.dumps(metrics, indent=2))

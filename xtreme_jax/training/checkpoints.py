@@ -1,89 +1,309 @@
-"""Run directories and orbax checkpoints: save every N steps, keep K, resume.
+"""Run directories and orbax checkpoints: claim, save every N steps, keep K, resume.
 
 A run directory holds `run_config.json` (the fingerprint of what the run
-trains: model, data, optimizer, steps, seed), `checkpoints/<step>/` (orbax,
-items `state` and `meta`), `tensorboard/` and `summary.json`. Starting a run
-in a directory whose fingerprint differs refuses instead of overwriting.
+trains: model, data, optimizer, steps, seed, and the history of its
+resume-time overrides), `checkpoints/<step>/` (orbax, items `state` and
+`meta`), `best/<step>/` (the parameters with the best evaluation, when the
+trainer selects one), `metrics.jsonl`, `tensorboard/` and `summary.json`.
+
+`RunDirectory` is a run's claim on its directory: `lock()` refuses a second
+concurrent run (an `fcntl` lock on `<run_dir>/.lock` naming the holder's
+pid), `check()` refuses a directory holding a run of another configuration
+(naming the differing keys), and `commit()` writes `run_config.json` once
+start-up succeeded, so a failed start never claims the directory. The XTREME
+run claims its own directory and then each `models/<name>/` fine-tuning run
+separately.
 
 Each checkpoint holds the train state (params, optimizer state, step, RNG)
 and `meta = {"step", "data_position"}`, the number of batches the input
 pipeline has produced. Orbax writes into a temporary directory and renames
-it when complete, so a write cut off mid-way never looks like a step;
-restoring also falls back to the previous step if the newest one is
-unreadable.
+it when complete, so a write cut off mid-way never looks like a step. A
+checkpoint that cannot be read while an older one can is set aside
+(`checkpoints/corrupt-<step>-<utc time>`), so the resumed run writes that
+step again.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import jax
 import orbax.checkpoint as ocp
 
-from xtreme_jax import atomic
+from xtreme_jax import atomic, errors
+from xtreme_jax.training import locks
 
 RUN_CONFIG = "run_config.json"
+OVERRIDES = "overrides"  # run_config.json's key for the resume-time override history
 
 
-class ForeignRunDirectoryError(RuntimeError):
+class ForeignRunDirectoryError(errors.UserError, RuntimeError):
   """The run directory belongs to a run of another configuration."""
 
 
-def _diff(old: dict, new: dict, prefix: str = "") -> list[str]:
-  out = []
-  for key in sorted(set(old) | set(new)):
-    a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
-    if isinstance(a, dict) and isinstance(b, dict):
-      out += _diff(a, b, f"{prefix}{key}.")
-    elif a != b:
-      out.append(f"{prefix}{key}: {a!r} (directory) vs {b!r} (this run)")
+RunDirectoryInUseError = locks.InUseError  # another process is running in the run directory
+
+
+def _jsonable(obj: Any) -> Any:
+  return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+  out = {}
+  for key, value in tree.items():
+    if isinstance(value, dict):
+      out.update(_flatten(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def _merge(base: dict, changes: dict) -> dict:
+  out = dict(base)
+  for key, value in changes.items():
+    out[key] = _merge(out.get(key, {}), value) if isinstance(value, dict) else value
+  return out
+
+
+def _short(value: Any, width: int = 40) -> str:
+  text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
+  return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def differing_keys(old: dict, new: dict) -> dict[str, tuple]:
+  """{dotted key: (old, new)} of the leaves that differ ('<absent>' where one side lacks the key)."""
+  a, b = _flatten(old), _flatten(new)
+  return {k: (a.get(k, "<absent>"), b.get(k, "<absent>")) for k in sorted(set(a) | set(b))
+          if a.get(k, "<absent>") != b.get(k, "<absent>")}
+
+
+# -- the claim -----------------------------------------------------------------------
+
+def _lock_name() -> str:
+  """Process 0 locks `.lock`; on several processes each takes its own file (the lock is per host)."""
+  return ".lock" if jax.process_index() == 0 else f".lock.{jax.process_index()}"
+
+
+def _is_own_file(name: str) -> bool:
+  return name == ".lock" or name.startswith(".lock.")
+
+
+def _holds_files(path: str) -> bool:
+  """True if `path` is a file, or a folder with a file somewhere below it."""
+  if not os.path.isdir(path):
+    return True
+  return any(files for _, _, files in os.walk(path))
+
+
+class RunDirectory:
+  """A run's claim on its directory: lock, check the fingerprint, commit after start-up.
+
+      with RunDirectory(run_dir, fingerprint) as claim:   # lock(); release() at exit
+        resumed = claim.check()       # ForeignRunDirectoryError if another config owns it
+        ...                           # build, restore or initialise, compile
+        claim.commit(step)            # writes run_config.json (the Trainer does this)
+
+  `overrides` (a nested dict shaped like the fingerprint, e.g.
+  `{"optimizer": {"learning_rate": 1e-5}}`) are the keys allowed to differ
+  from the directory's configuration when resuming; `commit(step)` appends
+  them to run_config.json's "overrides" history, and `effective_overrides()`
+  (recorded ones, then these) says what the resumed run must use. `files`
+  ({name: JSON value}) are written beside run_config.json at commit. `known`
+  names entries that may already exist in a directory not yet claimed
+  (besides lock files and empty folders).
+
+  Multi-host: every process checks; only process 0 writes (run_config.json,
+  `files`, the removal of stale temporary files). The lock is per host: each
+  process locks its own file, so on a shared file system a second job is
+  refused on every host, and on local disks each host is guarded.
+  """
+
+  def __init__(self, run_dir: str, fingerprint: dict, overrides: Optional[dict] = None,
+               files: Optional[dict] = None, known: Iterable[str] = ()):
+    self.run_dir = run_dir
+    self.fingerprint = _jsonable(fingerprint)
+    self.overrides = _jsonable(overrides or {})
+    self.files = dict(files or {})
+    self.known = frozenset(known)
+    self.resumed: Optional[bool] = None
+    self.committed = False
+    self._stored: Optional[dict] = None
+    self._history: list = []
+    self._lock_path = os.path.join(os.path.realpath(run_dir), _lock_name())  # one key per directory
+    self._created = False
+
+  def __enter__(self) -> "RunDirectory":
+    return self.lock()
+
+  def __exit__(self, *exc) -> None:
+    self.release()
+
+  @property
+  def path(self) -> str:
+    return os.path.join(self.run_dir, RUN_CONFIG)
+
+  def lock(self) -> "RunDirectory":
+    """Take the directory's lock (non-blocking); removes stale temporary files of killed writers."""
+    first = not locks.held(self._lock_path)
+    self._created = self._created or not os.path.isdir(self.run_dir)
+    os.makedirs(self.run_dir, exist_ok=True)
+    locks.acquire(self._lock_path, self.run_dir)
+    if first and jax.process_index() == 0:
+      removed = atomic.remove_stale(self.run_dir)
+      if removed:
+        logging.warning("removed %d temporary file(s) an interrupted run left in %s: %s", len(removed),
+                        self.run_dir, ", ".join(os.path.relpath(p, self.run_dir) for p in removed[:5]))
+    return self
+
+  def release(self) -> None:
+    """Drop the lock (also dropped when the process exits).
+
+    A claim of a new directory that was not committed (a failed start)
+    removes the empty folders it left, so the directory stays unclaimed.
+    """
+    locks.release(self._lock_path)
+    new = self.resumed is False or self._created
+    if new and not self.committed and not locks.held(self._lock_path) and os.path.isdir(self.run_dir):
+      for root, _, _ in sorted(os.walk(self.run_dir), key=lambda w: -len(w[0])):
+        if root != self.run_dir or self._created:
+          try:
+            os.rmdir(root)  # only empty folders go, never files
+          except OSError:
+            pass
+
+  def check(self) -> bool:
+    """True if the directory holds this run (resume), False if it is new.
+
+    Raises ForeignRunDirectoryError (one line, naming the differing keys)
+    for another configuration, or for a non-empty directory without
+    run_config.json; ConfigError for overrides without a run to resume.
+    """
+    if os.path.exists(self.path):
+      with open(self.path) as f:
+        stored = json.load(f)
+      self._history = stored.pop(OVERRIDES, [])
+      allowed = set(_flatten(self.overrides))
+      diffs = {k: v for k, v in differing_keys(stored, self.fingerprint).items() if k not in allowed}
+      if diffs:
+        listed = ", ".join(f"{k} ({_short(a)} -> {_short(b)})" for k, (a, b) in diffs.items())
+        hint = (" (optimizer settings may change on resume with --gin.RESUME_OVERRIDES=\"{'learning_rate': ...}\")"
+                if all(k.startswith("optimizer.") for k in diffs) else "")
+        raise ForeignRunDirectoryError(f"{self.run_dir} holds a run of another configuration; differing keys: "
+                                       f"{listed}{hint}. Use a new RUN_DIR, or delete this one")
+      self._stored, self.resumed = stored, True
+      return True
+    if self.overrides:
+      raise errors.ConfigError(f"resume overrides {_flatten(self.overrides)} were given but {self.run_dir} holds no "
+                               "run to resume; set these values in the configuration instead")
+    foreign = sorted(n for n in os.listdir(self.run_dir) if not _is_own_file(n) and n not in self.known
+                     and _holds_files(os.path.join(self.run_dir, n)))
+    if foreign:
+      raise ForeignRunDirectoryError(f"{self.run_dir} is not empty ({', '.join(foreign[:5])}) and holds no "
+                                     f"{RUN_CONFIG}; refusing to write into it. Use a new or empty RUN_DIR")
+    self.resumed = False
+    return False
+
+  def recorded_overrides(self) -> dict:
+    """The overrides run_config.json records, merged in order."""
+    merged: dict = {}
+    for entry in self._history:
+      merged = _merge(merged, {k: v for k, v in entry.items() if k != "step"})
+    return merged
+
+  def effective_overrides(self) -> dict:
+    """Recorded overrides, then this run's: what a resumed run must apply to its configuration."""
+    return _merge(self.recorded_overrides(), self.overrides)
+
+  def new_overrides(self) -> dict:
+    """This run's overrides that change the recorded values (flattened keys)."""
+    recorded = _flatten(self.recorded_overrides())
+    return {k: v for k, v in _flatten(self.overrides).items() if recorded.get(k, "<absent>") != v}
+
+  def commit(self, step: Optional[int] = None) -> None:
+    """Write run_config.json (a new run, or new overrides recorded at `step`) and `files`, atomically."""
+    if self.committed:
+      return
+    if self.resumed is None:
+      raise RuntimeError("RunDirectory.commit() before check()")
+    if jax.process_index() == 0:
+      new = self.new_overrides()
+      if not self.resumed or new:
+        history = self._history + ([{"step": step, **_unflatten(new)}] if new else [])
+        record = dict(self._stored if self.resumed else self.fingerprint)
+        if history:
+          record[OVERRIDES] = history
+        atomic.write_json(self.path, record)
+        self._history = history
+      for name, value in self.files.items():
+        atomic.write_json(os.path.join(self.run_dir, name), value)
+    self.committed = True
+
+
+def _unflatten(flat: dict) -> dict:
+  out: dict = {}
+  for key, value in flat.items():
+    *parents, leaf = key.split(".")
+    node = out
+    for p in parents:
+      node = node.setdefault(p, {})
+    node[leaf] = value
   return out
 
 
 def claim_run_directory(run_dir: str, fingerprint: dict) -> bool:
-  """Create or re-enter `run_dir`; True if it already held this run.
+  """Lock, check and commit `run_dir` at once; True if it already held this run.
 
-  Raises ForeignRunDirectoryError naming the differing keys when the
-  directory holds a run of another configuration.
+  The lock is held until the process exits (claiming the same directory
+  again in this process is fine). Raises ForeignRunDirectoryError naming the
+  differing keys when the directory holds a run of another configuration.
   """
-  fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
+  def claim() -> bool:
+    run = RunDirectory(run_dir, fingerprint).lock()
+    try:
+      resumed = run.check()
+      run.commit()
+    except BaseException:
+      run.release()
+      raise
+    return resumed
+
   if jax.process_count() > 1:  # process 0 claims; the others check once it has written
     from jax.experimental import multihost_utils
-    resumed = _claim(run_dir, fingerprint) if jax.process_index() == 0 else None
+    resumed = claim() if jax.process_index() == 0 else None
     multihost_utils.sync_global_devices(f"claim {run_dir}")
-    return resumed if resumed is not None else _claim(run_dir, fingerprint)
-  return _claim(run_dir, fingerprint)
+    return resumed if resumed is not None else claim()
+  return claim()
 
 
-def _claim(run_dir: str, fingerprint: dict) -> bool:
-  path = os.path.join(run_dir, RUN_CONFIG)
-  if os.path.exists(path):
-    with open(path) as f:
-      existing = json.load(f)
-    if existing != fingerprint:
-      raise ForeignRunDirectoryError(
-          f"{run_dir} holds a run of another configuration; refusing to overwrite it. "
-          "Use a new run_dir, or delete this one. Differences:\n  " + "\n  ".join(_diff(existing, fingerprint)))
-    return True
-  if os.path.isdir(run_dir) and os.listdir(run_dir):
-    raise ForeignRunDirectoryError(f"{run_dir} is not empty and holds no {RUN_CONFIG}; refusing to write into it")
-  os.makedirs(run_dir, exist_ok=True)
-  atomic.write_json(path, fingerprint)
-  return False
+# -- checkpoints ---------------------------------------------------------------------
+
+def _all_hosts(ok: bool) -> bool:
+  """`ok` on every process (trivially true on one)."""
+  if jax.process_count() == 1:
+    return ok
+  from jax.experimental import multihost_utils
+  import numpy as np
+  return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
+
+
+def _manager(directory: str, keep: Optional[int], items: tuple) -> ocp.CheckpointManager:
+  return ocp.CheckpointManager(
+      os.path.abspath(directory),
+      options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True),
+      item_names=items)
 
 
 class Checkpointer:
-  """orbax CheckpointManager with restore-with-fallback."""
+  """orbax CheckpointManager with restore-with-fallback; unreadable newer steps are set aside."""
 
   def __init__(self, directory: str, every: int, keep: int):
     self.every = every
-    self.manager = ocp.CheckpointManager(
-        os.path.abspath(directory),
-        options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True),
-        item_names=("state", "meta"))
+    self.directory = os.path.abspath(directory)
+    self.manager = _manager(directory, keep, ("state", "meta"))
 
   def save(self, step: int, state: Any, data_position: int, force: bool = False) -> bool:
     if not force and step % self.every:
@@ -95,17 +315,44 @@ class Checkpointer:
         meta=ocp.args.JsonSave({"step": int(step), "data_position": int(data_position)})), force=True)
 
   def restore_latest(self, abstract_state: Any) -> Optional[tuple[Any, dict]]:
-    """(state, meta) of the newest readable checkpoint, or None."""
+    """(state, meta) of the newest readable checkpoint, or None if none is.
+
+    Newer steps that could not be read are set aside (renamed out of orbax's
+    step names, with a warning) so that the run writes them again; if no
+    step is readable, nothing is renamed.
+    """
+    unreadable = []
     for step in sorted(self.manager.all_steps(), reverse=True):
       try:
         restored = self.manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()))
+        ok = True
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is skipped
         logging.warning("checkpoint at step %d is unreadable (%s: %s); trying an earlier one",
-                        step, type(e).__name__, str(e).splitlines()[0][:200])
+                        step, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+        ok = False
+      if not _all_hosts(ok):
+        unreadable.append(step)
         continue
+      self._set_aside(unreadable, resumed_from=step)
       return restored.state, dict(restored.meta)
     return None
+
+  def _set_aside(self, steps: list[int], resumed_from: int) -> None:
+    if not steps:
+      return
+    if jax.process_index() == 0:
+      stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+      for step in steps:
+        old = os.path.join(self.directory, str(step))
+        new = os.path.join(self.directory, f"corrupt-{step}-{stamp}")
+        os.rename(old, new)
+        logging.warning("set aside the unreadable checkpoint %s as %s; resuming from step %d, step %d will be "
+                        "written again", old, new, resumed_from, step)
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils
+      multihost_utils.sync_global_devices(f"set aside {steps}")
+    self.manager.reload()
 
   def restore_params(self, step: int) -> Any:
     """Only the parameters of checkpoint `step` (host arrays), whatever optimizer wrote it."""
@@ -124,3 +371,57 @@ class Checkpointer:
   def close(self) -> None:
     self.manager.wait_until_finished()
     self.manager.close()
+
+
+class BestParams:
+  """The parameters with the highest value of one evaluation metric so far, in `<run_dir>/best/<step>/`.
+
+  Items `params` (orbax) and `meta = {"step", "metric", "value"}`. A new
+  best is written completely before the previous one is deleted.
+  """
+
+  def __init__(self, directory: str, metric: str):
+    self.directory, self.metric = directory, metric
+    self._manager: Optional[ocp.CheckpointManager] = None
+    self.meta: Optional[dict] = None
+    if os.path.isdir(directory):
+      metas = [self._read_meta(s) for s in self.manager.all_steps()]
+      self.meta = max(metas, key=lambda m: m["value"]) if metas else None
+
+  @property
+  def manager(self) -> ocp.CheckpointManager:
+    if self._manager is None:  # created on first use: a run without evaluations leaves no best/
+      self._manager = _manager(self.directory, None, ("params", "meta"))
+    return self._manager
+
+  def _read_meta(self, step: int) -> dict:
+    return dict(self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta)
+
+  def offer(self, step: int, params: Any, value: float) -> bool:
+    """Keep `params` if `value` beats the best so far; True if it did."""
+    if self.meta is not None and not value > self.meta["value"]:
+      return False
+    meta = {"step": int(step), "metric": self.metric, "value": float(value)}
+    if step in self.manager.all_steps():
+      self.manager.delete(step)
+    self.manager.save(step, args=ocp.args.Composite(params=ocp.args.StandardSave(params),
+                                                    meta=ocp.args.JsonSave(meta)), force=True)
+    self.manager.wait_until_finished()
+    for old in self.manager.all_steps():
+      if old != step:
+        self.manager.delete(old)
+    self.meta = meta
+    return True
+
+  def restore(self, abstract_params: Any) -> Optional[Any]:
+    """The best parameters restored into `abstract_params` (shapes and shardings), or None."""
+    if self.meta is None:
+      return None
+    restored = self.manager.restore(self.meta["step"], args=ocp.args.Composite(
+        params=ocp.args.StandardRestore(abstract_params)))
+    return restored.params
+
+  def close(self) -> None:
+    if self._manager is not None:
+      self._manager.wait_until_finished()
+      self._manager.close()

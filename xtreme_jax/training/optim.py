@@ -10,6 +10,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from xtreme_jax import errors
+from xtreme_jax.training import validation as v
+
+# Settings a resumed run may change (RESUME_OVERRIDES): they keep the optimizer state's structure.
+RESUMABLE = ("learning_rate", "warmup_ratio", "warmup_steps", "weight_decay", "b1", "b2", "eps", "max_grad_norm")
+
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
@@ -37,6 +43,42 @@ class OptimizerConfig:
   freeze: Optional[str] = None
   first_stage_steps: int = 0
   first_stage_trains: Optional[str] = None
+
+  def __post_init__(self):
+    v.require(self, "learning_rate", v.positive, "a number > 0")
+    v.require(self, "warmup_ratio", lambda x: v.is_number(x) and 0 <= x <= 1, "a number in [0, 1]")
+    v.require(self, "warmup_steps", v.optional(v.non_negative_int), "None or an integer >= 0")
+    v.require(self, "weight_decay", v.non_negative, "a number >= 0")
+    for name in ("b1", "b2"):
+      v.require(self, name, lambda x: v.is_number(x) and 0 <= x < 1, "a number in [0, 1)")
+    v.require(self, "eps", v.non_negative, "a number >= 0")
+    v.require(self, "max_grad_norm", v.optional(v.positive), "None or a number > 0")
+    v.require(self, "first_stage_steps", v.non_negative_int, "an integer >= 0")
+    for name in ("freeze", "first_stage_trains"):
+      v.require(self, name, v.optional(_is_regex), "None or a regular expression")
+    if self.first_stage_steps and not self.first_stage_trains:
+      raise errors.ConfigError(f"OptimizerConfig.first_stage_steps = {self.first_stage_steps} but first_stage_trains "
+                               "(a parameter regex) is not set")
+
+  def with_overrides(self, changes: dict) -> "OptimizerConfig":
+    """This config with `changes` applied; only RESUMABLE keys (the optimizer state keeps its structure)."""
+    wrong = sorted(k for k in changes if k not in RESUMABLE)
+    if wrong:
+      raise errors.ConfigError(f"RESUME_OVERRIDES keys {wrong} cannot change when resuming; allowed: {list(RESUMABLE)}")
+    if "max_grad_norm" in changes and (changes["max_grad_norm"] is None) != (self.max_grad_norm is None):
+      raise errors.ConfigError("RESUME_OVERRIDES cannot switch max_grad_norm between None and a number (the "
+                               "optimizer state would change its structure); change its value instead")
+    return dataclasses.replace(self, **changes)
+
+
+def _is_regex(value) -> bool:
+  if not isinstance(value, str):
+    return False
+  try:
+    re.compile(value)
+  except re.error:
+    return False
+  return True
 
 
 def freeze_bottom(num_layers: int) -> str:
@@ -80,23 +122,22 @@ def make_optimizer(config: OptimizerConfig, total_steps: int, params: Any) -> tu
   labels = jax.tree_util.tree_map(lambda _: "train", paths)
   transforms = {"train": tx}
   if config.first_stage_steps:
-    if not config.first_stage_trains:
-      raise ValueError("first_stage_steps is set but first_stage_trains (a parameter regex) is not")
     first = re.compile(config.first_stage_trains)
     labels = jax.tree_util.tree_map(lambda p: "train" if first.search(p) else "later", paths)
     if "train" not in jax.tree_util.tree_leaves(labels):
-      raise ValueError(f"first_stage_trains {config.first_stage_trains!r} matches no parameter")
+      raise errors.ConfigError(f"OptimizerConfig.first_stage_trains = {config.first_stage_trains!r} matches no "
+                               "parameter")
     # The late group warms up and decays over the steps that remain when it joins.
     later = warmup_linear_decay(config, max(1, total_steps - config.first_stage_steps))
     transforms["later"] = after_steps(adamw(later), config.first_stage_steps)
   if config.freeze:
     pattern = re.compile(config.freeze)
     if any("layers/layer/" in p and pattern.search(p) for p in jax.tree_util.tree_leaves(paths)):
-      raise ValueError("freezing part of a scanned layer stack is not supported; set scan_layers=False "
-                       f"to freeze {config.freeze!r}")
+      raise errors.ConfigError("freezing part of a scanned layer stack is not supported; set scan_layers=False "
+                               f"to freeze {config.freeze!r}")
     labels = jax.tree_util.tree_map(lambda p, lab: "frozen" if pattern.search(p) else lab, paths, labels)
     if "frozen" not in jax.tree_util.tree_leaves(labels):
-      raise ValueError(f"freeze pattern {config.freeze!r} matches no parameter")
+      raise errors.ConfigError(f"OptimizerConfig.freeze = {config.freeze!r} matches no parameter")
     transforms["frozen"] = optax.set_to_zero()
   if len(transforms) > 1:
     tx = optax.multi_transform(transforms, labels)

@@ -26,6 +26,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from xtreme_jax import errors
+
 MESH_AXES = ("data", "model")
 _ALL = ("data", "model")
 
@@ -59,9 +61,12 @@ class PartitionConfig:
 
   def __post_init__(self):
     if self.layout not in RULES:
-      raise ValueError(f"unknown layout {self.layout!r}; expected one of {sorted(RULES)}")
-    if len(self.mesh_shape) != 2:
-      raise ValueError(f"mesh_shape {self.mesh_shape} must have two entries for {MESH_AXES}")
+      raise errors.ConfigError(f"PartitionConfig.layout = {self.layout!r}: expected one of {sorted(RULES)}")
+    shape = self.mesh_shape
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2
+        or not all(isinstance(s, int) and not isinstance(s, bool) and (s > 0 or s == -1) for s in shape)):
+      raise errors.ConfigError(f"PartitionConfig.mesh_shape = {shape!r}: expected two sizes (or -1) for the mesh "
+                               f"axes {MESH_AXES}, e.g. (-1, 1)")
 
   @property
   def rules(self) -> tuple:
@@ -73,12 +78,13 @@ def make_mesh(mesh_shape: Sequence[int] = (-1, 1), devices: Sequence[Any] | None
   devices = list(jax.devices() if devices is None else devices)
   shape = list(mesh_shape)
   if shape.count(-1) > 1:
-    raise ValueError(f"mesh_shape {mesh_shape}: at most one -1 allowed")
+    raise errors.ConfigError(f"mesh_shape {tuple(mesh_shape)}: at most one -1 allowed")
   if -1 in shape:
     known = math.prod(s for s in shape if s != -1)
     shape[shape.index(-1)] = len(devices) // known
-  if math.prod(shape) != len(devices):
-    raise ValueError(f"mesh_shape {tuple(shape)} needs {math.prod(shape)} devices; {len(devices)} available")
+  if math.prod(shape) != len(devices) or 0 in shape:
+    raise errors.ConfigError(f"mesh_shape {tuple(mesh_shape)} needs {math.prod(shape) or 'more'} devices; "
+                             f"{len(devices)} available (MESH_SHAPE)")
   return Mesh(np.asarray(devices).reshape(shape), MESH_AXES)
 
 
@@ -134,6 +140,13 @@ def per_device_bytes(tree: Any) -> int:
       if shard.device == dev:
         total += shard.data.size * shard.data.dtype.itemsize
   return total
+
+
+def data_parallelism(sharding: NamedSharding) -> tuple[tuple, int]:
+  """(mesh axes, device count) that a batch's first dimension is split over."""
+  axes = sharding.spec[0] if len(sharding.spec) else None
+  axes = () if axes is None else (axes if isinstance(axes, tuple) else (axes,))
+  return axes, math.prod(sharding.mesh.shape[a] for a in axes)
 
 
 def host_batch_to_global(batch: dict, sharding: NamedSharding) -> dict:

@@ -1,47 +1,89 @@
-"""The training loop: sharded init, jitted steps, checkpoints, logging.
+"""The training loop: sharded init, jitted steps, checkpoints, evaluation, logging.
 
 `Trainer.fit` resumes from the newest readable checkpoint in the run
 directory (train state and input position), trains to `train_steps`, saves
-every `checkpoint_every` steps and at the end, and stops with
-`NonFiniteLossError` (keeping the last good checkpoint) when the loss, the
-gradient norm or the update norm stops being finite (a checkpoint is only
-written after its step's metrics were checked). Metrics of step s are read while step s+1
-runs, so the device is never idle waiting for the host.
+every `checkpoint_every` steps and at the end. Metrics of step s are read
+while step s+1 runs, so the device is never idle waiting for the host; a
+checkpoint is only written after its step's metrics were checked.
+
+On the terminal: one line for start-up (initialisation or restore, and the
+first step, which compiles), then one progress bar whose ETA counts training
+steps only, and one line per evaluation. Metrics go to `metrics.jsonl` (and
+TensorBoard, see `writers`).
+
+A run stops with
+- `NonFiniteLossError` (keeping the last good checkpoint) when the loss, the
+  gradient norm or the update norm stops being finite; its message gives the
+  flag that resumes with a lower learning rate (RESUME_OVERRIDES);
+- `Preempted` on SIGTERM / SIGINT, after saving the current step's
+  checkpoint (TPU VMs are preempted with SIGTERM); the CLI exits with
+  128 + the signal number and a re-run continues exactly. On several
+  processes, orbax's preemption sync point decides the step instead.
+
+Evaluation (`eval_source` metrics and / or an `evaluator(params)`) runs every
+`eval_every` steps and at the end; with `select_metric` the parameters with
+its highest value so far are kept in `<run_dir>/best/`
+(`restore_best_params`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import flax.linen as nn
 import jax
 import numpy as np
 from tqdm.auto import tqdm
 
+from xtreme_jax import atomic, errors
 from xtreme_jax.models.base import Model
-from xtreme_jax.training import partitioning
-from xtreme_jax import atomic
-from xtreme_jax.training.checkpoints import Checkpointer
+from xtreme_jax.training import partitioning, validation as v, writers
+from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig, make_optimizer
 from xtreme_jax.training.steps import TrainState, eval_step, per_token_means, predict_step, train_step
 
+SUMMARY = "summary.json"
 
-class NonFiniteLossError(RuntimeError):
-  """Training produced a NaN / Inf loss or gradient norm."""
+
+class NonFiniteLossError(errors.UserError, RuntimeError):
+  """Training produced a NaN / Inf loss, gradient norm or update norm (exit code 1 through the CLI)."""
+
+  exit_code = 1
+
+
+class Preempted(errors.UserError):
+  """SIGTERM / SIGINT stopped the run after its checkpoint was saved; exit code 128 + the signal number."""
+
+  def __init__(self, message: str, signum: int):
+    super().__init__(message)
+    self.signum = signum
+
+  @property
+  def exit_code(self) -> int:  # a property, so that it survives gin's exception proxy
+    return 128 + self.signum
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
-  """Loop settings. `batch_size` is global; `accum_steps` splits it into micro-batches."""
+  """Loop settings. The batch size is the source's (global); `accum_steps` splits it into micro-batches.
+
+  `select_metric`: keep the parameters with the highest value of this
+  evaluation metric in `<run_dir>/best/` (higher is better).
+  `tensorboard`: True, False or 'auto' (events only when TensorFlow is
+  already imported, i.e. the run reads a tf.data pipeline); metrics.jsonl is
+  always written.
+  """
 
   train_steps: int = 1000
   accum_steps: int = 1
@@ -51,6 +93,17 @@ class TrainerConfig:
   eval_every: Optional[int] = None
   seed: int = 0
   progress_bar: bool = True
+  select_metric: Optional[str] = None
+  tensorboard: Any = "auto"
+
+  def __post_init__(self):
+    for name in ("train_steps", "accum_steps", "log_every", "checkpoint_every", "keep_checkpoints"):
+      v.require(self, name, v.positive_int, "a positive integer")
+    v.require(self, "eval_every", v.optional(v.positive_int), "None or a positive integer")
+    v.require(self, "seed", v.is_int, "an integer")
+    v.require(self, "progress_bar", lambda x: isinstance(x, bool), "True or False")
+    v.require(self, "select_metric", v.optional(lambda x: isinstance(x, str) and bool(x)), "None or a metric name")
+    v.require(self, "tensorboard", lambda x: isinstance(x, bool) or x == "auto", "True, False or 'auto'")
 
 
 def initialize_distributed() -> None:
@@ -66,18 +119,88 @@ def initialize_distributed() -> None:
     jax.distributed.initialize()
 
 
+@contextlib.contextmanager
+def stop_signals(install: bool = True):
+  """Yields a list that SIGTERM / SIGINT append their number to; the previous handlers come back after.
+
+  A second signal gets the previous handler (SIGINT: KeyboardInterrupt at
+  once). Handlers are only installed from the main thread.
+  """
+  received: list[int] = []
+  previous: dict = {}
+  if not install or threading.current_thread() is not threading.main_thread():
+    yield received
+    return
+
+  def handle(signum, frame):
+    if received:
+      signal.signal(signum, previous.get(signum) or signal.SIG_DFL)
+      signal.raise_signal(signum)
+      return
+    received.append(signum)
+    logging.warning("received %s: saving a checkpoint after this step, then stopping (send it again to stop at "
+                    "once)", signal.Signals(signum).name)
+
+  for signum in (signal.SIGTERM, signal.SIGINT):
+    previous[signum] = signal.signal(signum, handle)
+  try:
+    yield received
+  finally:
+    for signum, handler in previous.items():
+      signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+@dataclasses.dataclass
+class _Progress:
+  """What `fit` accumulates: checked step records, evaluations, the unchecked last step, a throughput window."""
+
+  start: int
+  history: list = dataclasses.field(default_factory=list)
+  evals: list = dataclasses.field(default_factory=list)
+  pending: Optional[tuple] = None
+  window_start: float = dataclasses.field(default_factory=time.perf_counter)
+  examples: int = 0
+  tokens: int = 0
+  paused: float = 0.0
+
+  @contextlib.contextmanager
+  def pause(self):
+    """Time inside does not count as training time (evaluation, checkpoints)."""
+    t = time.perf_counter()
+    try:
+      yield
+    finally:
+      self.paused += time.perf_counter() - t
+
+  def throughput(self) -> dict:
+    """Examples and tokens per second of training since the last call."""
+    now = time.perf_counter()
+    elapsed = max(now - self.window_start - self.paused, 1e-9)
+    out = {"examples_per_s": self.examples / elapsed, "tokens_per_s": self.tokens / elapsed}
+    self.window_start, self.examples, self.tokens, self.paused = now, 0, 0, 0.0
+    return out
+
+
 class Trainer:
-  """Owns the mesh, the jitted steps and the checkpointer of one run."""
+  """Owns the mesh, the jitted steps and the checkpointer of one run.
+
+  `run_directory` (a locked and checked `RunDirectory`) is committed once
+  start-up succeeded: after the first step ran (it compiles) and was checked.
+  """
 
   def __init__(self, model: Model, optimizer: OptimizerConfig, config: TrainerConfig,
-               partition: partitioning.PartitionConfig, run_dir: str, devices=None):
+               partition: partitioning.PartitionConfig, run_dir: str, devices=None,
+               run_directory: Optional[RunDirectory] = None):
     self.model, self.optimizer, self.config, self.run_dir = model, optimizer, config, run_dir
+    self.run_directory = run_directory
     self.mesh = partitioning.make_mesh(partition.mesh_shape, devices)
     self.rules = partition.rules
     self.data_sharding = partitioning.batch_sharding(self.mesh, self.rules)
     self.checkpointer = Checkpointer(os.path.join(run_dir, "checkpoints"), config.checkpoint_every,
                                      config.keep_checkpoints)
+    self.best = BestParams(os.path.join(run_dir, "best"), config.select_metric) if config.select_metric else None
     self._writer = None
+    self._resume_step = 0
 
   @contextlib.contextmanager
   def sharding_context(self):
@@ -105,6 +228,7 @@ class Trainer:
       self.param_specs = partitioning.param_specs(boxed, self.mesh, self.rules)
     with self.sharding_context():
       state_shapes = jax.eval_shape(self._make_state, jax.random.PRNGKey(self.config.seed), batch)
+      self.abstract_params = state_shapes.params
       self.state_specs = self._state_specs(state_shapes)
       self.state_shardings = partitioning.to_shardings(self.state_specs, self.mesh)
       state = jax.jit(self._make_state, out_shardings=self.state_shardings)(
@@ -170,9 +294,9 @@ class Trainer:
     with self.sharding_context():
       for batch in batches:
         sums = jax.device_get(self._eval_step(params, self.to_global(batch)))
-        for k, v in sums.items():
-          totals[k] = totals.get(k, 0.0) + float(v)
-    return {k: float(v) for k, v in per_token_means(totals).items()}
+        for k, val in sums.items():
+          totals[k] = totals.get(k, 0.0) + float(val)
+    return {k: float(val) for k, val in per_token_means(totals).items()}
 
   def predict(self, params: Any, batches: Iterator[dict]) -> Iterator[Any]:
     """Numpy predictions of every batch (gathered from all hosts)."""
@@ -199,108 +323,240 @@ class Trainer:
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, self.state_shardings)
     restored = self.checkpointer.restore_latest(abstract)
     if restored is None:
-      raise RuntimeError(f"{self.run_dir}/checkpoints holds checkpoints {self.checkpointer.all_steps()} but none "
-                         "could be restored into this model and optimizer (see the warnings above); refusing to "
-                         "start over in this directory")
+      raise ForeignRunDirectoryError(
+          f"{self.run_dir}/checkpoints holds checkpoints {self.checkpointer.all_steps()} but none could be restored "
+          "into this model and optimizer (see the warnings above); refusing to start over in this directory")
     state, meta = restored
     logging.info("resumed from step %d (data position %d)", meta["step"], meta["data_position"])
     return state, int(meta["data_position"])
 
-  def fit(self, source, eval_source=None, init_params: Any = None) -> tuple[TrainState, dict]:
-    """Train (or resume) to `train_steps`; returns the final state and a summary."""
+  def restore_best_params(self) -> Any:
+    """The parameters with the best `select_metric` so far, placed with the parameter shardings; None if none.
+
+    Call after `fit` or `init_state` (they fix the parameter shapes).
+    """
+    if self.best is None:
+      return None
+    abstract = jax.tree_util.tree_map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                                      self.abstract_params, partitioning.to_shardings(self.param_specs, self.mesh))
+    return self.best.restore(abstract)
+
+  def fit(self, source, eval_source=None, init_params: Any = None,
+          evaluator: Optional[Callable[[Any], dict]] = None) -> tuple[TrainState, dict]:
+    """Train (or resume) to `train_steps`; returns the final state and a summary.
+
+    `evaluator(params) -> {metric: value}` is called every `eval_every`
+    steps and at the end, beside `eval_source`'s metrics; the results are
+    logged and listed in the summary's "eval". A finished run re-entered
+    returns its stored summary.
+    """
     cfg = self.config
     host, hosts = jax.process_index(), jax.process_count()
-    state, position = self.restore_or_init(source.batch(0, host, hosts), init_params)
-    start = int(jax.device_get(state.step))
-    history, pending, evals = [], None, []
-    bar = tqdm(total=cfg.train_steps, initial=start, disable=not cfg.progress_bar or host != 0,
-               desc="train", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
-    # Throughput counts training time only: evaluation and checkpoint time is subtracted (`paused`).
-    t_last, examples, tokens, paused = time.perf_counter(), 0, 0, 0.0
-    try:
-      for step in range(start, cfg.train_steps):
-        batch = source.batch(position, host, hosts)
-        state, metrics = self.train_step(state, batch)
-        position += 1
-        examples += source.batch_size
-        tokens += source.tokens_per_batch(batch) * hosts
-        if pending is not None:
-          history.append(self._check(*pending))
-        pending = (step + 1, metrics)
-        done = step + 1
-        if done % cfg.log_every == 0 or done == cfg.train_steps:
-          record = self._check(*pending)
-          pending = None
-          history.append(record)
-          now = time.perf_counter()
-          elapsed = max(now - t_last - paused, 1e-9)
-          record.update(examples_per_s=examples / elapsed, tokens_per_s=tokens / elapsed)
-          t_last, examples, tokens, paused = now, 0, 0, 0.0
-          self._log(done, record, "train")
-          bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
-                          ex_s=f"{record['examples_per_s']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}")
-        bar.update(1)
-        if eval_source is not None and cfg.eval_every and done % cfg.eval_every == 0:
-          if pending is not None:
-            history.append(self._check(*pending))
-            pending = None
-          t_pause = time.perf_counter()
-          evals.append({"step": done, **self.evaluate(state.params, eval_source.eval_batches(host, hosts))})
-          self._log(done, evals[-1], "eval")
-          paused += time.perf_counter() - t_pause
-        if done % cfg.checkpoint_every == 0 or done == cfg.train_steps:
-          if pending is not None:
-            history.append(self._check(*pending))
-            pending = None
-          t_pause = time.perf_counter()
-          self.checkpointer.save(done, state, position, force=True)
-          paused += time.perf_counter() - t_pause
-    finally:
-      bar.close()
-      self.checkpointer.wait()
-      if self._writer is not None:
-        self._writer.flush()
-    if eval_source is not None and not (evals and evals[-1]["step"] == cfg.train_steps):
-      evals.append({"step": cfg.train_steps, **self.evaluate(state.params, eval_source.eval_batches(host, hosts))})
-      self._log(cfg.train_steps, evals[-1], "eval")
-    if start >= cfg.train_steps and not evals and os.path.exists(os.path.join(self.run_dir, "summary.json")):
-      with open(os.path.join(self.run_dir, "summary.json")) as f:
-        return state, json.load(f)  # a finished run re-entered: keep its summary
-    summary = self._summary(history, evals, start)
-    return state, summary
+    self._check_start(source, eval_source, evaluator)
+    evaluating = eval_source is not None or evaluator is not None
+    evaluate = functools.partial(self._evaluate_at, eval_source=eval_source, evaluator=evaluator)
+    with stop_signals(hosts == 1) as stop:
+      t0 = time.perf_counter()
+      state, position = self.restore_or_init(source.batch(0, host, hosts), init_params)
+      start = self._resume_step = int(jax.device_get(state.step))
+      progress, bar = _Progress(start), None
+      if start >= cfg.train_steps:
+        self._commit(start)
+        stored = self._stored_summary()
+        if stored is not None:
+          return state, stored
+      try:
+        for step in range(start, cfg.train_steps):
+          batch = source.batch(position, host, hosts)
+          state, metrics = self.train_step(state, batch)
+          position += 1
+          done = step + 1
+          if step == start:
+            self._started(progress, done, metrics, t0)
+            bar = self._bar(done)
+          else:
+            progress.examples += source.batch_size
+            progress.tokens += source.tokens_per_batch(batch) * hosts
+            self._push(progress, done, metrics)
+          if done % cfg.log_every == 0 or done == cfg.train_steps:
+            self._log_step(progress, bar)
+          bar.update(1)
+          if evaluating and cfg.eval_every and done % cfg.eval_every == 0:
+            self._flush(progress)
+            with progress.pause():
+              evaluate(progress, done, state.params)
+          signum = self._stop_requested(stop, done)
+          if done % cfg.checkpoint_every == 0 or done == cfg.train_steps or signum:
+            self._flush(progress)
+            with progress.pause():
+              self.checkpointer.save(done, state, position, force=True)
+          if signum and done < cfg.train_steps:
+            self.checkpointer.wait()
+            raise Preempted(f"stopped by {signal.Signals(signum).name} at step {done} after saving its checkpoint "
+                            f"in {self.checkpointer.directory}; re-run the same command to resume", signum)
+        if evaluating and not (progress.evals and progress.evals[-1]["step"] == cfg.train_steps):
+          evaluate(progress, cfg.train_steps, state.params)
+      finally:
+        if bar is not None:
+          bar.close()
+        self.checkpointer.wait()
+        self._close_writer()
+    return state, self._summary(progress)
+
+  # -- loop parts --------------------------------------------------------------
+
+  def _check_start(self, source, eval_source, evaluator) -> None:
+    """Refuse settings that cannot work before anything is compiled."""
+    cfg = self.config
+    writers.check_setting(cfg.tensorboard)
+    if cfg.select_metric and eval_source is None and evaluator is None:
+      raise errors.ConfigError(f"TrainerConfig.select_metric = {cfg.select_metric!r} needs an evaluation "
+                               "(an eval_source or an evaluator)")
+    size = getattr(source, "batch_size", None)
+    if size is None:
+      return
+    name = f"{type(source).__name__}.batch_size = {size}"
+    if size % cfg.accum_steps:
+      raise errors.ConfigError(f"{name} is not divisible into TrainerConfig.accum_steps = {cfg.accum_steps} "
+                               "micro-batches")
+    axes, devices = partitioning.data_parallelism(self.data_sharding)
+    if size % devices:
+      raise errors.ConfigError(
+          f"{name} is not divisible by the {devices} devices of the mesh's data axes {axes} "
+          f"(mesh {dict(self.mesh.shape)}); use a batch size that is a multiple of {devices} "
+          f"(e.g. {-(-size // devices) * devices}) or put fewer devices on the data axes (MESH_SHAPE)")
+
+  def _started(self, progress: _Progress, done: int, metrics: dict, t0: float) -> None:
+    """After the first step: check it (this waits for compilation), commit the run directory, say how long it took."""
+    progress.history.append(self._check(done, metrics))
+    self._commit(progress.start)
+    resumed = f" (resumed from step {progress.start})" if progress.start else ""
+    self._say(f"compiling train step ... {time.perf_counter() - t0:.1f} s{resumed}")
+    progress.window_start = time.perf_counter()
+
+  def _stop_requested(self, received: list, step: int) -> Optional[int]:
+    """The signal to stop at after `step`: one this process received, or (several processes) orbax's
+    preemption sync point, where all processes agree on the step."""
+    if received:
+      return received[0]
+    if jax.process_count() > 1 and self.checkpointer.manager.reached_preemption(step):
+      return signal.SIGTERM
+    return None
+
+  def _commit(self, step: int) -> None:
+    if self.run_directory is not None:
+      self.run_directory.commit(step)
+
+  def _bar(self, done: int):
+    cfg = self.config
+    return tqdm(total=cfg.train_steps, initial=done - 1, disable=not cfg.progress_bar or jax.process_index() != 0,
+                desc="train", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
+
+  def _push(self, progress: _Progress, done: int, metrics: dict) -> None:
+    """Check the previous step's metrics (read while this step runs); this one waits."""
+    self._flush(progress)
+    progress.pending = (done, metrics)
+
+  def _flush(self, progress: _Progress) -> None:
+    if progress.pending is not None:
+      progress.history.append(self._check(*progress.pending))
+      progress.pending = None
+
+  def _log_step(self, progress: _Progress, bar) -> None:
+    self._flush(progress)
+    record = progress.history[-1]
+    if record["step"] > progress.start + 1:  # the first step's time is compilation, not throughput
+      record.update(progress.throughput())
+    self._write(record["step"], record, "train")
+    if bar is not None and "tokens_per_s" in record:
+      bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
+                      ex_s=f"{record['examples_per_s']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}")
+
+  def _evaluate_at(self, progress: _Progress, step: int, params: Any, eval_source=None, evaluator=None) -> None:
+    """Evaluate, log, record in `progress.evals`, and keep the parameters if they are the best so far."""
+    t = time.perf_counter()
+    record: dict = {"step": step}
+    if eval_source is not None:
+      host, hosts = jax.process_index(), jax.process_count()
+      record.update(self.evaluate(params, eval_source.eval_batches(host, hosts)))
+    if evaluator is not None:
+      record.update({k: float(val) for k, val in evaluator(params).items()})
+    progress.evals.append(record)
+    self._write(step, record, "eval")
+    best = self._select(step, params, record)
+    self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): "
+              + ", ".join(f"{k}={val:.4f}" for k, val in record.items() if k != "step") + best)
+
+  def _select(self, step: int, params: Any, record: dict) -> str:
+    """Offer `params` to the best-so-far store; a note for the eval line."""
+    if self.best is None:
+      return ""
+    metric = self.config.select_metric
+    if metric not in record:
+      raise errors.ConfigError(f"TrainerConfig.select_metric = {metric!r} is not among the evaluation results "
+                               f"{sorted(k for k in record if k != 'step')}")
+    if self.best.offer(step, params, record[metric]):
+      return f" (new best {metric})"
+    return f" (best {metric} {self.best.meta['value']:.4f} @ {self.best.meta['step']})"
 
   def _check(self, step: int, metrics: dict) -> dict:
-    record = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    record = {k: float(val) for k, val in jax.device_get(metrics).items()}
     record["step"] = step
     bad = [k for k in ("loss", "grad_norm", "update_norm") if not math.isfinite(record[k])]
     if bad:
       last = self.checkpointer.latest_step()
+      lower = {"learning_rate": float(f"{self.optimizer.learning_rate / 10:.3g}")}
       raise NonFiniteLossError(
-          f"non-finite {', '.join(f'{k}={record[k]}' for k in bad)} at step {step}; stopping. "
-          f"The last good checkpoint is {'step ' + str(last) if last is not None else 'none (no checkpoint yet)'} "
-          f"in {self.run_dir}. Lower the learning rate or check the data, then resume.")
+          f"non-finite {', '.join(f'{k}={record[k]}' for k in bad)} at step {step}; stopped. The last good "
+          f"checkpoint is {'step ' + str(last) if last is not None else 'none (no checkpoint yet)'} in "
+          f"{self.run_dir}. To resume from it with a lower learning rate, re-run the same command with "
+          f"--gin.RESUME_OVERRIDES=\"{lower}\" (or check the data)")
     return record
 
-  def _log(self, step: int, record: dict, prefix: str) -> None:
+  def _say(self, message: str) -> None:
+    """One line on the terminal (beside the progress bar); a log line when the bar is off."""
+    if self.config.progress_bar and jax.process_index() == 0:
+      tqdm.write(message, file=sys.stderr)
+    else:
+      logging.info(message)
+
+  def _write(self, step: int, record: dict, prefix: str) -> None:
     if jax.process_index() != 0:
       return
     if self._writer is None:
-      from tensorboardX import SummaryWriter
-      self._writer = SummaryWriter(os.path.join(self.run_dir, "tensorboard"))
-    for k, v in record.items():
-      if k != "step":
-        self._writer.add_scalar(f"{prefix}/{k}", v, step)
-    logging.log(logging.INFO if prefix == "eval" else logging.DEBUG, "%s step %d: %s", prefix, step,
-                {k: round(v, 5) for k, v in record.items() if k != "step"})
+      self._writer = writers.make_writers(self.run_dir, self.config.tensorboard, resume_step=self._resume_step)
+    self._writer.write_scalars(step, {f"{prefix}/{k}": val for k, val in record.items() if k != "step"})
+    logging.debug("%s step %d: %s", prefix, step, {k: round(val, 5) for k, val in record.items() if k != "step"})
 
-  def _summary(self, history: list[dict], evals: list[dict], start: int) -> dict:
-    losses = [h["loss"] for h in history]
+  def _close_writer(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
+
+  def _stored_summary(self) -> Optional[dict]:
+    path = os.path.join(self.run_dir, SUMMARY)
+    if not os.path.exists(path):
+      return None
+    with open(path) as f:
+      return json.load(f)
+
+  def _summary(self, progress: _Progress) -> dict:
+    losses = [h["loss"] for h in progress.history]
     summary = {
-        "train_steps": self.config.train_steps, "resumed_from_step": start,
+        "train_steps": self.config.train_steps, "resumed_from_step": progress.start,
         "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-        "history": history, "eval": evals, "devices": jax.device_count(),
-        "mesh": dict(self.mesh.shape), "checkpoints": sorted(self.checkpointer.manager.all_steps()),
+        "history": progress.history, "eval": progress.evals, "devices": jax.device_count(),
+        "mesh": dict(self.mesh.shape), "checkpoints": self.checkpointer.all_steps(),
     }
+    if self.best is not None:
+      summary["best"] = self.best.meta
     if jax.process_index() == 0:
-      atomic.write_json(os.path.join(self.run_dir, "summary.json"), summary)
+      atomic.write_json(os.path.join(self.run_dir, SUMMARY), summary)
     return summary
+
+  def close(self) -> None:
+    """Wait for and close the checkpoint managers and the metric writers."""
+    self._close_writer()
+    self.checkpointer.close()
+    if self.best is not None:
+      self.best.close()

@@ -1,0 +1,338 @@
+"""Runs never lose or mix work: locks, fingerprints, resume overrides, preemption, stale files,
+metric writers, best-parameter selection, and settings refused before anything is claimed."""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import gin
+import jax
+import numpy as np
+import pytest
+
+from conftest import TINY, RandomMlmSource
+from test_training import CrashingSource, _fit, flat, make_trainer
+from xtreme_jax import atomic, cli, errors
+from xtreme_jax.runs import train
+from xtreme_jax.training import partitioning, writers
+from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory, RunDirectoryInUseError
+from xtreme_jax.training.optim import OptimizerConfig
+from xtreme_jax.training.partitioning import PartitionConfig
+from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, stop_signals
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+  """Parameters of an uninterrupted 10-step run (lr 1e-3, warm-up 2): the reference for exact resumes."""
+  state, _ = _fit(tmp_path_factory.mktemp("straight"), RandomMlmSource(), steps=10, every=5)
+  return flat(state.params)
+
+
+def assert_same(params, reference):
+  got = flat(params)
+  assert got.keys() == reference.keys()
+  assert all(np.array_equal(got[k], reference[k]) for k in got)
+
+
+def metric_lines(run_dir, key="train/loss"):
+  with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+    return [r for r in map(json.loads, f) if key in r]
+
+
+# -- the claim: lock, fingerprint, commit ------------------------------------------------
+
+def test_second_process_is_refused_while_the_run_directory_is_locked(tmp_path):
+  run = tmp_path / "run"
+  holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+      import os, sys
+      from xtreme_jax.training import locks
+      os.makedirs({str(run)!r}, exist_ok=True)
+      locks.acquire({str(run / '.lock')!r}, {str(run)!r})
+      print("locked", flush=True)
+      sys.stdin.read()
+      """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(RunDirectoryInUseError, match=re.escape(f"{run} is in use by pid {holder.pid} ")):
+      RunDirectory(str(run), {"a": 1}).lock()
+  finally:
+    holder.stdin.close()
+    holder.wait(timeout=60)
+  claim = RunDirectory(str(run), {"a": 1}).lock()  # the holder exited: the kernel dropped its lock
+  assert (run / ".lock").read_text().strip() == str(os.getpid())
+  claim.release()
+  assert not (run / ".lock").exists()
+
+
+def test_other_configuration_is_refused_naming_the_differing_keys(tmp_path):
+  run = str(tmp_path / "run")
+  fingerprint = {"optimizer": {"learning_rate": 1e-4, "b1": 0.9}, "train_steps": 800, "model": {"hidden": 32}}
+  with RunDirectory(run, fingerprint) as claim:
+    assert claim.check() is False
+    assert not os.path.exists(claim.path)  # nothing is claimed before start-up succeeded
+    claim.commit(0)
+  other = {**fingerprint, "optimizer": {"learning_rate": 0.5, "b1": 0.9}, "train_steps": 120}
+  with pytest.raises(ForeignRunDirectoryError) as refused, RunDirectory(run, other) as claim:
+    claim.check()
+  message = str(refused.value)
+  assert "\n" not in message and isinstance(refused.value, errors.UserError)
+  assert f"{run} holds a run of another configuration; differing keys: optimizer.learning_rate (0.0001 -> 0.5), " \
+         "train_steps (800 -> 120)." in message
+  with RunDirectory(run, fingerprint) as claim:
+    assert claim.check() is True
+
+
+def test_override_history_is_recorded_and_applied_again(tmp_path):
+  run = str(tmp_path / "run")
+  fingerprint = {"optimizer": {"learning_rate": 1e-4}, "train_steps": 10}
+  lower = {"optimizer": {"learning_rate": 1e-5}}
+  with pytest.raises(errors.ConfigError, match="holds no run to resume"), RunDirectory(run, fingerprint, lower) as c:
+    c.check()
+  assert not os.path.exists(run)  # the failed claim left nothing behind
+  with RunDirectory(run, fingerprint) as claim:
+    claim.check()
+    claim.commit(0)
+  with RunDirectory(run, fingerprint, lower) as claim:
+    assert claim.check() and claim.new_overrides() == {"optimizer.learning_rate": 1e-5}
+    claim.commit(5)
+  with RunDirectory(run, fingerprint) as claim:  # the original command again: the recorded override still applies
+    assert claim.check() and claim.effective_overrides() == lower and not claim.new_overrides()
+    claim.commit(7)
+  with open(os.path.join(run, "run_config.json")) as f:
+    stored = json.load(f)
+  assert stored["optimizer"] == {"learning_rate": 1e-4}
+  assert stored["overrides"] == [{"step": 5, "optimizer": {"learning_rate": 1e-5}}]
+  with pytest.raises(errors.ConfigError, match=r"\['freeze'\] cannot change when resuming"):
+    OptimizerConfig().with_overrides({"freeze": "embeddings/"})
+
+
+def test_stale_temporary_files_are_removed_when_a_run_directory_is_claimed_again(tmp_path):
+  run = tmp_path / "run"
+  # Never claimed: lock files, stale temporary files and empty folders do not make it foreign.
+  (run / "checkpoints" / "3.orbax-checkpoint-tmp-99").mkdir(parents=True)
+  (run / ".lock").write_text("12345\n")
+  (run / ".summary.json.abcd1234.tmp").write_text("{")
+  with RunDirectory(str(run), {"a": 1}) as claim:
+    assert claim.check() is False
+    claim.commit()
+  atomic.write_json(str(run / "summary.json"), {"ok": True})
+  (run / ".summary.json.k2j4h5g6.tmp").write_text("{\"half")
+  (run / "models" / "xnli" / "checkpoints" / "12.orbax-checkpoint-tmp-1234" / "state").mkdir(parents=True)
+  (run / "models" / "xnli" / ".eval.json.zz99yy88.tmp").write_text("")
+  (run / ".notes").write_text("kept")
+  with RunDirectory(str(run), {"a": 1}) as claim:
+    assert claim.check() is True
+  left = sorted(os.path.relpath(os.path.join(r, n), run) for r, ds, fs in os.walk(run) for n in ds + fs)
+  assert left == [".notes", "checkpoints", "models", "models/xnli", "models/xnli/checkpoints", "run_config.json",
+                  "summary.json"]
+
+
+@pytest.mark.parametrize("binding,message", [
+    ("--gin.TRAIN_STEPS=0", "TrainerConfig.train_steps = 0: expected a positive integer"),
+    ("--gin.TRAIN_STEPS=-5", "TrainerConfig.train_steps = -5: expected a positive integer"),
+    ("--gin.TRAIN_STEPS='abc'", "TrainerConfig.train_steps = 'abc': expected a positive integer"),
+    ("--gin.trainer.TrainerConfig.checkpoint_every=0", "TrainerConfig.checkpoint_every = 0: expected a positive"),
+    ("--gin.mlm_source.MlmTextSource.batch_size=12",
+     "MlmTextSource.batch_size = 12 is not divisible by the 8 devices of the mesh's data axes"),
+])
+def test_bad_settings_exit_2_with_one_line_and_claim_nothing(tmp_path, capsys, binding, message):
+  run = tmp_path / "run"
+  gin.clear_config(clear_constants=True)
+  try:
+    rc = cli.main(["run", "--gin_file=experiments/pretrain_sample.gin", f"--gin.RUN_DIR='{run}'", binding])
+  finally:
+    gin.clear_config(clear_constants=True)
+  err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+  assert rc == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0], err
+  assert not run.exists()  # not claimed: no run_config.json, not even an empty folder
+
+
+@pytest.mark.parametrize("cls,kw,message", [
+    (TrainerConfig, {"log_every": 0}, "TrainerConfig.log_every = 0: expected a positive integer"),
+    (TrainerConfig, {"eval_every": -1}, "TrainerConfig.eval_every = -1: expected None or a positive integer"),
+    (TrainerConfig, {"train_steps": True}, "TrainerConfig.train_steps = True: expected a positive integer"),
+    (TrainerConfig, {"tensorboard": "yes"}, "TrainerConfig.tensorboard = 'yes': expected True, False or 'auto'"),
+    (OptimizerConfig, {"learning_rate": 0.0}, "OptimizerConfig.learning_rate = 0.0: expected a number > 0"),
+    (OptimizerConfig, {"warmup_ratio": 1.5}, "OptimizerConfig.warmup_ratio = 1.5: expected a number in [0, 1]"),
+    (OptimizerConfig, {"first_stage_steps": 3}, "first_stage_trains (a parameter regex) is not set"),
+    (PartitionConfig, {"mesh_shape": (0, 1)}, "PartitionConfig.mesh_shape = (0, 1): expected two sizes"),
+])
+def test_invalid_settings_are_config_errors(cls, kw, message):
+  with pytest.raises(errors.ConfigError, match=re.escape(message)):
+    cls(**kw)
+
+
+def test_selection_without_an_evaluation_is_refused_before_compiling(tmp_path):
+  trainer = make_trainer(tmp_path, select_metric="accuracy")
+  with pytest.raises(errors.ConfigError, match="select_metric = 'accuracy' needs an evaluation"):
+    trainer.fit(RandomMlmSource())
+  trainer.close()
+
+
+# -- NaN stop, then resume with a lower learning rate ----------------------------------------
+
+def test_nan_stop_then_resume_with_a_lower_learning_rate(tmp_path, straight):
+  run = str(tmp_path / "run")
+
+  def pretrain(lr=1e38, steps=10, every=1, overrides=None):
+    return train.pretrain(run, TINY, RandomMlmSource(), optimizer=OptimizerConfig(learning_rate=lr, warmup_steps=2),
+                          trainer=TrainerConfig(train_steps=steps, log_every=1, checkpoint_every=every,
+                                                progress_bar=False),
+                          partition=PartitionConfig("data_parallel", (2, 4)), resume_overrides=overrides)
+
+  # Step 1 has learning rate 0 (warm-up) and is checkpointed; step 2's update norm overflows.
+  with pytest.raises(NonFiniteLossError) as stopped:
+    pretrain()
+  message = str(stopped.value)
+  assert "non-finite update_norm=inf at step 2" in message and "last good checkpoint is step 1" in message
+  assert "re-run the same command with --gin.RESUME_OVERRIDES=\"{'learning_rate': 1e+37}\"" in message
+  assert "\n" not in message and stopped.value.exit_code == 1
+  # A change outside the optimizer is still refused, overrides or not.
+  with pytest.raises(ForeignRunDirectoryError, match=r"differing keys: train_steps \(10 -> 12\)\. Use"):
+    pretrain(steps=12, overrides={"learning_rate": 1e-3})
+  summary = pretrain(every=5, overrides={"learning_rate": 1e-3})
+  assert summary["resumed_from_step"] == 1 and summary["checkpoints"] == [1, 5, 10]
+  logged = {r["step"]: r["train/learning_rate"] for r in metric_lines(run)}
+  assert sorted(logged) == list(range(1, 11))  # the stopped run's records after step 1 were dropped
+  # Warm-up to 1e-3 over 2 steps, then linear decay to 0 at step 10 (the logged rate is the step's own).
+  assert logged[1] == 0.0 and logged[2] == pytest.approx(5e-4) and logged[6] == pytest.approx(6.25e-4)
+  with open(os.path.join(run, "run_config.json")) as f:
+    stored = json.load(f)
+  assert stored["optimizer"]["learning_rate"] == 1e38
+  assert stored["overrides"] == [{"step": 1, "optimizer": {"learning_rate": 1e-3}}]
+  # The restored optimizer state was kept: step 1 ran at learning rate 0 in both runs, so the
+  # resumed run ends exactly where an uninterrupted lr-1e-3 run does.
+  state, _ = _fit(run, RandomMlmSource(), steps=10, every=5)  # the finished run, re-entered
+  assert_same(state.params, straight)
+
+
+# -- preemption ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SignallingSource(RandomMlmSource):
+  """Sends this process `signum` while producing batch `at` (a preemption notice mid-run)."""
+
+  at: int = 6
+  signum: int = signal.SIGTERM
+
+  def batch(self, position, host_index=0, host_count=1):
+    if position == self.at:
+      os.kill(os.getpid(), self.signum)
+    return super().batch(position, host_index, host_count)
+
+
+def test_sigterm_saves_the_current_step_and_the_rerun_ends_identical(tmp_path, straight):
+  before = signal.getsignal(signal.SIGTERM)
+  with pytest.raises(Preempted) as stopped:
+    _fit(tmp_path, SignallingSource(at=6), steps=10, every=5)
+  assert stopped.value.exit_code == 128 + signal.SIGTERM and "SIGTERM at step 7" in str(stopped.value)
+  assert signal.getsignal(signal.SIGTERM) is before
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == ["5", "7"]
+  state, summary = _fit(tmp_path, RandomMlmSource(), steps=10, every=5)
+  assert summary["resumed_from_step"] == 7
+  assert_same(state.params, straight)
+  assert [r["step"] for r in metric_lines(tmp_path)] == list(range(1, 11))
+
+
+def test_sigint_is_recorded_then_the_old_handler_returns():
+  before = signal.getsignal(signal.SIGINT)
+  with stop_signals() as received:
+    os.kill(os.getpid(), signal.SIGINT)
+    assert received == [signal.SIGINT]
+  assert signal.getsignal(signal.SIGINT) is before
+
+  def preempted(argv):
+    raise Preempted("stopped by SIGINT at step 3", signal.SIGINT)
+  assert errors.run_cli(preempted, []) == 130
+
+
+# -- metric writers ---------------------------------------------------------------------------
+
+def test_in_memory_run_imports_no_tensorflow_and_writes_metrics_jsonl(tmp_path, straight):
+  code = textwrap.dedent(f"""
+      import sys
+      sys.path.insert(0, {TESTS!r})
+      import jax
+      from conftest import RandomMlmSource
+      jax.config.update("jax_compilation_cache_dir", {jax.config.jax_compilation_cache_dir!r})
+      from test_training import _fit
+      _fit({str(tmp_path)!r}, RandomMlmSource(), steps=10, every=5)
+      print(sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "tensorboard")))
+      """)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=TESTS)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert out.stdout.strip().splitlines()[-1] == "[]"
+  assert [r["step"] for r in metric_lines(tmp_path)] == list(range(1, 11))
+  assert not (tmp_path / "tensorboard").exists()
+
+
+def test_tensorboard_events_when_asked(tmp_path, monkeypatch):
+  pytest.importorskip("tensorboard")
+  writer = writers.make_writers(str(tmp_path), True)
+  writer.write_scalars(3, {"train/loss": 1.5})
+  writer.close()
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+  from tensorboard.util import tensor_util
+  events = EventAccumulator(str(tmp_path / "tensorboard"))
+  events.Reload()
+  (event,) = events.Tensors("train/loss")
+  assert event.step == 3 and float(tensor_util.make_ndarray(event.tensor_proto)) == 1.5
+  assert metric_lines(tmp_path) == [{"step": 3, "train/loss": 1.5}]
+  monkeypatch.setattr(writers.importlib.util, "find_spec", lambda name: None)
+  with pytest.raises(errors.ConfigError, match="pip install tensorboard"):
+    writers.check_setting(True)
+
+
+def test_resumed_metrics_drop_the_records_after_the_resume_step(tmp_path):
+  path = tmp_path / "metrics.jsonl"
+  path.write_text("".join(json.dumps({"step": s, "train/loss": s}) + "\n" for s in range(1, 6)) + '{"step": 6, "tr')
+  writer = writers.JsonlWriter(str(path), resume_step=3)
+  writer.write_scalars(4, {"train/loss": 40})
+  writer.close()
+  assert [(r["step"], r["train/loss"]) for r in metric_lines(tmp_path)] == [(1, 1), (2, 2), (3, 3), (4, 40)]
+  assert os.listdir(tmp_path) == ["metrics.jsonl"]
+
+
+# -- checkpoint selection and progress lines ---------------------------------------------------
+
+def test_best_parameters_are_kept_compared_after_resume_and_restored(tmp_path, capsys):
+  scores = {2: 0.1, 4: 0.5, 6: 0.45, 8: 0.6, 10: 0.2}
+  seen = {}
+
+  def evaluator(steps):
+    steps = iter(steps)
+
+    def evaluate(params):
+      step = next(steps)
+      seen[step] = jax.device_get(params)
+      return {"score": scores[step]}
+    return evaluate
+
+  kw = dict(steps=10, every=5, eval_every=2, select_metric="score", progress_bar=True)
+  with pytest.raises(KeyboardInterrupt):
+    _fit(tmp_path, CrashingSource(crash_at=7), evaluator=evaluator([2, 4, 6]), **kw)
+  assert os.listdir(tmp_path / "best") == ["4"]
+  trainer = make_trainer(tmp_path, **kw)
+  try:
+    _, summary = trainer.fit(RandomMlmSource(), evaluator=evaluator([6, 8, 10]))
+    assert summary["resumed_from_step"] == 5
+    assert [(e["step"], e["score"]) for e in summary["eval"]] == [(6, 0.45), (8, 0.6), (10, 0.2)]
+    assert summary["best"] == {"step": 8, "metric": "score", "value": 0.6}
+    assert os.listdir(tmp_path / "best") == ["8"]
+    best = trainer.restore_best_params()
+    assert_same(best, flat(seen[8]))
+    shardings = partitioning.to_shardings(trainer.param_specs, trainer.mesh)
+    assert jax.tree_util.tree_all(jax.tree_util.tree_map(lambda x, s: x.sharding == s, best, shardings))
+  finally:
+    trainer.close()
+  err = capsys.readouterr().err
+  assert len(re.findall(r"compiling train step \.\.\. \d+\.\d s", err)) == 2  # once per fit, apart from the bar
+  assert "eval @ 4 (" in err and "score=0.5000 (new best score)" in err
+  assert "eval @ 6 (" in err and "score=0.4500 (best score 0.5000 @ 4)" in err

@@ -1,0 +1,110 @@
+"""Metric writers: `<run_dir>/metrics.jsonl` always, TensorBoard event files when asked.
+
+`JsonlWriter` has the methods of clu's `MetricWriter` interface
+(`write_scalars`, `write_hparams`, `flush`, `close`) without subclassing it:
+importing anything under `clu.metric_writers` imports TensorFlow, and a run
+that builds no tf.data pipeline must not. TensorBoard events are clu's
+`SummaryWriter` (tf.summary; needs the `tensorboard` package) in
+`<run_dir>/tensorboard/`, written when `TrainerConfig.tensorboard` is True, or
+'auto' (the default) and TensorFlow is already imported by the run (a
+tf.data pipeline) and `tensorboard` is installed.
+
+Each line of metrics.jsonl is `{"step": s, "train/loss": ..., ...}`. A
+resumed run first drops the lines after the step it resumed from, so the file
+tells the trajectory the parameters actually took.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import sys
+from typing import Any, Mapping, Optional
+
+from xtreme_jax import atomic, errors
+
+METRICS = "metrics.jsonl"
+TENSORBOARD = "tensorboard"
+
+
+def check_setting(setting: Any) -> None:
+  """ConfigError when TensorBoard events are required but cannot be written."""
+  if setting is True and importlib.util.find_spec("tensorboard") is None:
+    raise errors.ConfigError("TrainerConfig.tensorboard = True needs the tensorboard package: "
+                             "pip install tensorboard (metrics.jsonl is written regardless)")
+
+
+def tensorboard_enabled(setting: Any) -> bool:
+  if setting == "auto":
+    return "tensorflow" in sys.modules and importlib.util.find_spec("tensorboard") is not None
+  return bool(setting)
+
+
+class JsonlWriter:
+  """Scalars as JSON lines; `resume_step` drops the records of later steps an interrupted run wrote."""
+
+  def __init__(self, path: str, resume_step: Optional[int] = None):
+    self.path = path
+    if resume_step is not None and os.path.exists(path):
+      atomic.write_text(path, "".join(line for record, line in _records(path)
+                                      if record.get("step", resume_step) <= resume_step))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    self._file = open(path, "a", encoding="utf-8")
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    self._file.write(json.dumps({"step": int(step), **{k: float(v) for k, v in scalars.items()}}) + "\n")
+
+  def write_hparams(self, hparams: Mapping[str, Any]) -> None:
+    self._file.write(json.dumps({"hparams": dict(hparams)}, default=str) + "\n")
+
+  def flush(self) -> None:
+    self._file.flush()
+
+  def close(self) -> None:
+    self._file.close()
+
+
+def _records(path: str) -> list[tuple[dict, str]]:
+  """(record, line) of each complete record; a line cut off by a killed process is dropped."""
+  out = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      if isinstance(record, dict) and line.endswith("\n"):
+        out.append((record, line))
+  return out
+
+
+class MetricWriters:
+  """Fans `write_scalars` / `flush` / `close` out to several writers (clu's MultiWriter, TF-free)."""
+
+  def __init__(self, writers: list):
+    self.writers = writers
+
+  def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
+    for w in self.writers:
+      w.write_scalars(step, scalars)
+
+  def flush(self) -> None:
+    for w in self.writers:
+      w.flush()
+
+  def close(self) -> None:
+    for w in self.writers:
+      w.close()
+
+
+def make_writers(run_dir: str, tensorboard: Any, resume_step: Optional[int] = None) -> MetricWriters:
+  """metrics.jsonl, plus clu's TensorBoard SummaryWriter if `tensorboard` (True / False / 'auto') says so."""
+  writers: list = [JsonlWriter(os.path.join(run_dir, METRICS), resume_step)]
+  if tensorboard_enabled(tensorboard):
+    from clu.metric_writers import SummaryWriter  # imports TensorFlow
+    writers.append(SummaryWriter(os.path.join(run_dir, TENSORBOARD)))
+  elif tensorboard == "auto" and "tensorflow" in sys.modules:
+    logging.info("no TensorBoard events: the tensorboard package is not installed (metrics.jsonl has the metrics)")
+  return MetricWriters(writers)
