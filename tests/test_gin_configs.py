@@ -6,7 +6,7 @@ import os
 import gin
 import pytest
 
-from xtreme_jax import main
+from xtreme_jax import errors, main
 
 EXPERIMENTS = sorted(os.path.relpath(p, main.GIN_DIR)
                      for p in glob.glob(os.path.join(main.GIN_DIR, "experiments", "*.gin")))
@@ -35,5 +35,5 @@ def test_experiment_parses(experiment):
 
 
 def test_a_missing_required_macro_fails_while_parsing():
-  with pytest.raises(ValueError, match="DATA_DIR"):
+  with pytest.raises(errors.ConfigError, match="macro DATA_DIR is required and not set"):
     main.parse_gin(["experiments/xtreme_mbert.gin"], ["RUN_DIR='r'"])

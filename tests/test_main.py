@@ -6,7 +6,7 @@ import os
 import gin
 import pytest
 
-from xtreme_jax import cli, main
+from xtreme_jax import cli, errors, main
 
 SAMPLE = "experiments/pretrain_sample.gin"
 
@@ -25,14 +25,15 @@ def clean_gin():
     ("--gin.nonexistent.fn.x=1", "No configurable matching"),
 ])
 def test_unknown_gin_binding_fails_before_any_work(tmp_path, binding, message):
+  """`main.main` (the library entry) raises a ConfigError; `cli.main` reports it as one line (tests/test_cli.py)."""
   run_dir = tmp_path / "run"
-  with pytest.raises(ValueError, match=message):
+  with pytest.raises(errors.ConfigError, match=message):
     main.main([f"--gin_file={SAMPLE}", f"--gin.RUN_DIR='{run_dir}'", binding])
   assert not run_dir.exists()  # nothing was read, compiled or written
 
 
 def test_missing_gin_file_names_the_search_path():
-  with pytest.raises(FileNotFoundError, match="no_such.gin"):
+  with pytest.raises(errors.MissingInputError, match="no_such.gin"):
     main.main(["--gin_file=no_such.gin"])
 
 
@@ -55,13 +56,19 @@ def test_sample_pretraining_main_job(tmp_path, capsys):
   assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20 - 0.5  # the loss falls
   assert [e["step"] for e in summary["eval"]] == [60, 120]
   assert (run_dir / "config.gin").exists() and (run_dir / "run_config.json").exists()
-  assert os.listdir(run_dir / "tensorboard")
+  # Metrics go to metrics.jsonl; TensorBoard events only when asked for (this run imports no TensorFlow).
+  assert (run_dir / "metrics.jsonl").read_text().count('"step": ') >= 120 // 20
   out = capsys.readouterr().out
   assert "checkpoints [60, 120]" in out
   # Re-running the finished run resumes at the end; a different config is refused.
   gin.clear_config(clear_constants=True)
   assert cli.main(["run", *args]) == 0
   gin.clear_config(clear_constants=True)
+  capsys.readouterr()
+  assert cli.main(["run", *args, "--gin.LEARNING_RATE=0.5"]) == 2  # a user error: one line
+  (line,) = capsys.readouterr().err.splitlines()
+  assert line.startswith("error: ") and "learning_rate" in line
+  gin.clear_config(clear_constants=True)
   from xtreme_jax.training.checkpoints import ForeignRunDirectoryError
-  with pytest.raises(ForeignRunDirectoryError, match="learning_rate"):
-    cli.main(["run", *args, "--gin.LEARNING_RATE=0.5"])
+  with pytest.raises(ForeignRunDirectoryError, match="learning_rate"):  # --debug: the exception itself
+    cli.main(["run", *args, "--gin.LEARNING_RATE=0.5", "--debug"])

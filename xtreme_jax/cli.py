@@ -9,7 +9,9 @@ from xtreme_jax import errors
 USAGE = """usage: xtreme-jax COMMAND ...
 
 commands:
-  run --gin_file=FILE [--gin.NAME=VALUE ...]   pretrain / finetune / evaluate as the Gin files say
+  run --gin_file=FILE [--gin.NAME=VALUE ...] [-v]
+                                              pretrain / finetune / evaluate as the Gin files say
+                                              (`xtreme-jax run --help`: Gin flags, bundled experiments, examples)
   import-hf SRC OUT [--scan_layers]           Hugging Face checkpoint (dir or hub id) -> orbax checkpoint
   export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
                                               (LANGUAGE_ID: language embedding to fold in, XLM-style runs)

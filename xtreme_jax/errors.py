@@ -47,8 +47,14 @@ def location(path: str, line: Optional[int] = None, byte: Optional[int] = None) 
 
 
 def one_line(message: str) -> str:
-  """The message with its lines joined by '; ' (a CLI error is one line)."""
-  return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+  """The message with its lines joined by '; ' (a CLI error is one line).
+
+  Gin re-raises an error from inside a configurable with "In call to
+  configurable 'NAME' (<function ...>)" appended (the class is kept); that
+  context is dropped here.
+  """
+  parts = (part.strip() for part in str(message).splitlines())
+  return "; ".join(part for part in parts if part and not part.startswith("In call to configurable "))
 
 
 def debug_requested(argv: Sequence[str]) -> bool:

@@ -1,10 +1,35 @@
-"""Where data lives: the bundled sample, and paths relative to a data directory."""
+"""Where data lives: the bundled sample and Gin configs, and paths relative to a data directory.
+
+Bundled files are package data found through `importlib.resources`, so they
+are found the same way in a source checkout, an editable install and a wheel.
+"""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import importlib.resources
 import os
+import pathlib
 
-SAMPLE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sample_data")
+_EXTRACTED = contextlib.ExitStack()  # bundled folders extracted from a zipped install, removed at exit
+atexit.register(_EXTRACTED.close)
+
+
+def package_dir(package: str, *parts: str) -> str:
+  """A real folder path for `parts` inside an importable `package` (extracted once if zipped)."""
+  resource = importlib.resources.files(package).joinpath(*parts)
+  if isinstance(resource, pathlib.Path):
+    return str(resource)
+  return str(_EXTRACTED.enter_context(importlib.resources.as_file(resource)))
+
+
+SAMPLE_DIR = package_dir("xtreme_jax", "sample_data")
+
+
+def gin_dir() -> str:
+  """The bundled Gin configs (`runs/`, `models/`, `experiments/`): the search path of `--gin_file`."""
+  return package_dir("xtreme_jax.gin_configs")
 
 
 def sample_dir() -> str:
