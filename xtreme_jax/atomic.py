@@ -4,6 +4,11 @@ Readers never see half a file, and an interrupted write leaves the old file.
 A process killed mid-write leaves its `.<name>.<random>.tmp` file behind;
 `remove_stale` deletes such files (and orbax's temporary checkpoint folders)
 when a run directory is claimed again.
+
+A URL (`gs://...`, see `xtreme_jax.fs`) is written directly: an object upload
+is atomic by itself (the object appears, or is replaced, only when the upload
+completes), so no temporary object is made and none can be left behind.
+`write_with` renders into a local temporary file first, then uploads it.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ import shutil
 import tempfile
 from typing import Any, Callable
 
+from xtreme_jax import fs
+
 _TMP_SUFFIX = ".tmp"
 _STALE_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # mkstemp's names below
 _STALE_DIR = re.compile(r"\.orbax-checkpoint-tmp")  # orbax writes a step or item into one, then renames it
 
 
-def write_with(path: str, write: Callable[[str], None]) -> None:
-  """`write(tmp_path)` to a temporary file next to `path`, then rename it over `path`."""
+def _local_write_with(path: str, write: Callable[[str], None]) -> None:
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=_TMP_SUFFIX)
@@ -38,11 +44,36 @@ def write_with(path: str, write: Callable[[str], None]) -> None:
     raise
 
 
-def write_text(path: str, text: str) -> None:
+def write_with(path: str, write: Callable[[str], None]) -> None:
+  """`write(tmp_path)` to a temporary file next to `path`, then rename it over `path`.
+
+  For a URL the temporary file is local (system temporary folder) and is then
+  uploaded to `path`.
+  """
+  if not fs.is_remote(path):
+    _local_write_with(path, write)
+    return
+  with tempfile.TemporaryDirectory(prefix="xtreme_jax_upload_") as tmp_dir:
+    tmp = os.path.join(tmp_dir, fs.basename(path) or "upload")
+    write(tmp)
+    with open(tmp, "rb") as f:
+      write_bytes(path, f.read())
+
+
+def write_bytes(path: str, data: bytes) -> None:
+  if fs.is_remote(path):
+    fs.write_bytes(path, data)  # one upload: atomic
+    return
+
   def write(tmp: str) -> None:
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-      f.write(text)
-  write_with(path, write)
+    with open(tmp, "wb") as f:
+      f.write(data)
+  _local_write_with(path, write)
+
+
+def write_text(path: str, text: str) -> None:
+  """UTF-8, line ends written as given."""
+  write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: str, obj: Any) -> None:
@@ -53,8 +84,14 @@ def write_json(path: str, obj: Any) -> None:
 def remove_stale(directory: str) -> list[str]:
   """Delete the temporary files and folders interrupted writes left under `directory`; returns their paths.
 
-  Only call this while no other process writes there (e.g. holding the run directory's lock).
+  Only call this while no other process writes there (e.g. holding the run
+  directory's lock). A URL holds none: uploads leave no temporary object, and
+  orbax's checkpoint managers (`cleanup_tmp_directories=True`) remove their
+  own unfinished steps; listing every object of a run would cost more than it
+  finds, so nothing is listed and [] returned.
   """
+  if fs.is_remote(directory):
+    return []
   removed = []
   for root, dirs, files in os.walk(directory):
     for name in [d for d in dirs if _STALE_DIR.search(d)]:

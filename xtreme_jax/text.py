@@ -1,4 +1,4 @@
-"""Plain-text helpers shared by readers and scorers (no JAX, no TF)."""
+"""Plain-text helpers shared by readers and scorers (no JAX; no TF for local paths)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import codecs
 import itertools
 from typing import Iterable, Iterator, Optional
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 
 
 def iter_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
@@ -27,10 +27,10 @@ def read_utf8(path: str, expected: Optional[str] = None) -> str:
   A byte sequence that is not UTF-8 raises `errors.DataError` naming the file, the
   1-based line and the 0-based byte offset (from the start of the file) of the bad
   byte. With `expected` (what the file should hold, for the message), an empty or
-  whitespace-only file raises `errors.DataError` too.
+  whitespace-only file raises `errors.DataError` too. `path` may be a URL
+  (`gs://...`, read through `xtreme_jax.fs`).
   """
-  with open(path, "rb") as f:
-    data = f.read()
+  data = fs.read_bytes(path)
   skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
   try:
     content = data[skip:].decode("utf-8")

@@ -1,8 +1,9 @@
-"""Plain-Python readers for the official XTREME download layout (no jax / TF).
+"""Plain-Python readers for the official XTREME download layout (no jax; no TF for local paths).
 
 `data_dir` is the `download/` root that the official XTREME
 `scripts/download_data.sh` (github.com/google-research/xtreme) leaves after
-its preprocessing. Every reader takes `(data_dir, language, split)`; `read`
+its preprocessing; it may be a URL (`gs://bucket/download`, read through
+`xtreme_jax.fs`). Every reader takes `(data_dir, language, split)`; `read`
 dispatches by task name and `TASKS` lists, per task, the reader and the
 languages of each split that exists.
 
@@ -63,7 +64,7 @@ import logging
 import os
 from typing import Any, Callable, NamedTuple, Optional
 
-from xtreme_jax import errors, text
+from xtreme_jax import errors, fs, text
 
 XNLI_LABELS = ("contradiction", "entailment", "neutral")
 PAWSX_LABELS = ("0", "1")
@@ -143,7 +144,7 @@ def _missing(task: str, path: str) -> errors.MissingInputError:
 
 def _path(task: str, data_dir: str, language: str, split: str, part: Optional[str] = None) -> str:
   path = file_path(task, data_dir, language, split, part)
-  if not os.path.isfile(path):
+  if not fs.isfile(path):
     raise _missing(task, path)
   return path
 
@@ -351,9 +352,10 @@ def read_bucc2018(data_dir: str, language: str, split: str) -> dict:
   src, tgt = (_read_columns(_path("bucc2018", data_dir, language, split, side), 2, "id<TAB>sentence")
               for side in ("source", "target"))
   gold_path = file_path("bucc2018", data_dir, language, split, "gold")
-  if split == "dev" and not os.path.isfile(gold_path):
+  has_gold = fs.isfile(gold_path)
+  if split == "dev" and not has_gold:
     raise _missing("bucc2018", gold_path)
-  gold = _read_columns(gold_path, 2, "lg-id<TAB>en-id") if os.path.isfile(gold_path) else None
+  gold = _read_columns(gold_path, 2, "lg-id<TAB>en-id") if has_gold else None
   return {"source": src, "target": tgt, "gold": gold}
 
 

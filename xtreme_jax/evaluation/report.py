@@ -32,19 +32,21 @@ and, optionally (rendered when present), what the runner knows of its models:
   as a stub labelled "0.0"; `plot_losses`: training loss per model
   (matplotlib, Agg canvas, no pyplot state).
 * `render_markdown` / `write_report`: the whole report, opening with the
-  score table; every file is written atomically (temporary file in the same
-  folder, then `os.replace`).
+  score table; every file is written atomically through `atomic` (temporary
+  file in the same folder, then `os.replace`; a `gs://` folder gets whole
+  uploads), plots rendered to PNG bytes in memory first.
 
 Numbers are shown with one decimal; nothing is printed.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from typing import Mapping, Optional, Sequence
 
-from xtreme_jax import atomic
+from xtreme_jax import atomic, fs
 from xtreme_jax.evaluation import metrics
 
 # Language family of every XTREME language (plus a few of XTREME-R / XGLUE).
@@ -395,7 +397,9 @@ def _figure(width: float, height: float = 4.2):
 
 
 def _save(fig, out_png: str) -> str:
-  atomic.write_with(out_png, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))
+  png = io.BytesIO()
+  fig.savefig(png, format="png", bbox_inches="tight")
+  atomic.write_bytes(out_png, png.getvalue())
   return out_png
 
 
@@ -543,13 +547,13 @@ def render_markdown(results: Mapping) -> str:
 def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
   """Write `results.json`, `report.md`, `plots/<task>.png` (and `plots/loss.png`) under `out_dir`, atomically.
 
-  Returns `{relative path: absolute path}` of every file written, e.g.
+  Returns `{relative path: absolute path (or URL)}` of every file written, e.g.
   `{"results.json": ..., "report.md": ..., "plots/xnli.png": ...}`. A task
   with no language scored gets no plot; the loss plot needs a model with a
   loss history (`results["runs"]`).
   """
   results = _normalise(results)
-  out_dir = os.path.abspath(out_dir)
+  out_dir = fs.abspath(out_dir)
   paths = {}
   for task in _ordered_tasks(results["tasks"]):
     languages = results["tasks"][task]["languages"]

@@ -35,7 +35,8 @@ bucc2018 pairs carry ids.
 
 `main(argv)` backs `xtreme-jax score --predictions DIR --labels DIR [--out FILE]
 [--tasks T,...]`; the JSON goes by default beside the submission folder, to
-`<parent>/scores-<folder name>.json` (never inside it).
+`<parent>/scores-<folder name>.json` (never inside it). Folders and `--out`
+may be URLs (`gs://...`, through `xtreme_jax.fs`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import re
 import sys
 from typing import Optional, Sequence
 
-from xtreme_jax import atomic, errors, text
+from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.evaluation import metrics
 
 COUNT_KEYS = ("total", "missing", "invalid")
@@ -236,7 +237,7 @@ def write_manifest(submission_dir: str, data_source: str) -> str:
 def data_source(folder: str) -> str:
   """The data source recorded in `<folder>/manifest.json`; "official" when there is none."""
   path = os.path.join(folder, MANIFEST)
-  if not os.path.isfile(path):
+  if not fs.isfile(path):
     return "official"
   manifest = _read_json(path)
   source = manifest.get("data_source") if isinstance(manifest, dict) else None
@@ -279,9 +280,9 @@ def _score_task(task: str, pred_dir: str, labels_dir: str) -> dict:
   for lang in metrics.TASK_LANGUAGES[task]:
     pred_path = os.path.join(pred_dir, task, f"test-{lang}.{suffix}")
     label_path = os.path.join(labels_dir, task, f"test-{lang}.{suffix}")
-    if not os.path.isfile(pred_path):
+    if not fs.isfile(pred_path):
       missing[lang] = "no prediction file"
-    elif not os.path.isfile(label_path):
+    elif not fs.isfile(label_path):
       missing[lang] = "no label file"
     else:
       per_language[lang] = score_file(task, lang, pred_path, label_path)
@@ -307,11 +308,11 @@ def score_submission(pred_dir: str, labels_dir: str, out: Optional[str] = None,
   every language's metrics include its `invalid` count.
   """
   for what, folder in (("submission", pred_dir), ("labels", labels_dir)):
-    if not os.path.isdir(folder):
+    if not fs.isdir(folder):
       raise errors.MissingInputError(f"{what} folder {folder} does not exist (or is not a folder)")
   selected = _selected_tasks(tasks)
   present = [t for t in selected
-             if os.path.isdir(os.path.join(pred_dir, t)) and os.path.isdir(os.path.join(labels_dir, t))]
+             if fs.isdir(os.path.join(pred_dir, t)) and fs.isdir(os.path.join(labels_dir, t))]
   _check_order(pred_dir, labels_dir, present)
   scored = {task: _score_task(task, pred_dir, labels_dir) for task in present}
   complete = {task: t["score"] for task, t in scored.items() if t["complete"]}
@@ -367,8 +368,8 @@ def format_table(results: dict) -> str:
 
 def default_out(pred_dir: str) -> str:
   """`<parent>/scores-<name>.json` beside the submission folder `<parent>/<name>`."""
-  folder = os.path.normpath(os.path.abspath(pred_dir))
-  return os.path.join(os.path.dirname(folder), f"scores-{os.path.basename(folder) or 'submission'}.json")
+  folder = fs.abspath(pred_dir)  # normalised, a trailing "/" dropped
+  return os.path.join(fs.dirname(folder), f"scores-{fs.basename(folder) or 'submission'}.json")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

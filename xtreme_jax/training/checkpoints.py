@@ -14,6 +14,15 @@ start-up succeeded, so a failed start never claims the directory. The XTREME
 run claims its own directory and then each `models/<name>/` fine-tuning run
 separately.
 
+A run directory may be a URL (`gs://bucket/runs/x`; `xtreme_jax.fs`): orbax
+writes checkpoints there natively (tensorstore's GCS driver; a finished step is
+marked by its `commit_success.txt` instead of a rename), the JSON files
+are uploaded whole (atomic), and the lock is an advisory lock object
+(`training/locks.py`: a second run is refused naming the holder's host, pid
+and start time). orbax needs `google-cloud-storage` installed for gs://
+(`check_remote_checkpoints`); TensorFlow's tf.io.gfile serves the other
+files (`xtreme_jax.fs`).
+
 Each checkpoint holds the train state (params, optimizer state, step, RNG)
 and `meta = {"step", "data_position"}`, the number of batches the input
 pipeline has produced. Orbax writes into a temporary directory and renames
@@ -26,6 +35,7 @@ step again.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import json
 import logging
 import os
@@ -34,7 +44,7 @@ from typing import Any, Iterable, Optional
 import jax
 import orbax.checkpoint as ocp
 
-from xtreme_jax import atomic, errors
+from xtreme_jax import atomic, errors, fs
 from xtreme_jax.training import locks
 
 RUN_CONFIG = "run_config.json"
@@ -94,9 +104,9 @@ def _is_own_file(name: str) -> bool:
 
 def _holds_files(path: str) -> bool:
   """True if `path` is a file, or a folder with a file somewhere below it."""
-  if not os.path.isdir(path):
+  if not fs.isdir(path):
     return True
-  return any(files for _, _, files in os.walk(path))
+  return any(files for _, _, files in fs.walk(path))
 
 
 class RunDirectory:
@@ -133,7 +143,7 @@ class RunDirectory:
     self.committed = False
     self._stored: Optional[dict] = None
     self._history: list = []
-    self._lock_path = os.path.join(os.path.realpath(run_dir), _lock_name())  # one key per directory
+    self._lock_path = os.path.join(fs.realpath(run_dir), _lock_name())  # one key per directory
     self._created = False
 
   def __enter__(self) -> "RunDirectory":
@@ -149,14 +159,14 @@ class RunDirectory:
   def lock(self) -> "RunDirectory":
     """Take the directory's lock (non-blocking); removes stale temporary files of killed writers."""
     first = not locks.held(self._lock_path)
-    self._created = self._created or not os.path.isdir(self.run_dir)
-    os.makedirs(self.run_dir, exist_ok=True)
+    self._created = self._created or not fs.isdir(self.run_dir)
+    fs.makedirs(self.run_dir)
     locks.acquire(self._lock_path, self.run_dir)
     if first and jax.process_index() == 0:
       removed = atomic.remove_stale(self.run_dir)
       if removed:
         logging.warning("removed %d temporary file(s) an interrupted run left in %s: %s", len(removed),
-                        self.run_dir, ", ".join(os.path.relpath(p, self.run_dir) for p in removed[:5]))
+                        self.run_dir, ", ".join(fs.relpath(p, self.run_dir) for p in removed[:5]))
     return self
 
   def release(self) -> None:
@@ -167,11 +177,11 @@ class RunDirectory:
     """
     locks.release(self._lock_path)
     new = self.resumed is False or self._created
-    if new and not self.committed and not locks.held(self._lock_path) and os.path.isdir(self.run_dir):
-      for root, _, _ in sorted(os.walk(self.run_dir), key=lambda w: -len(w[0])):
+    if new and not self.committed and not locks.held(self._lock_path) and fs.isdir(self.run_dir):
+      for root, _, _ in sorted(fs.walk(self.run_dir), key=lambda w: -len(w[0])):
         if root != self.run_dir or self._created:
           try:
-            os.rmdir(root)  # only empty folders go, never files
+            fs.rmdir(root)  # only empty folders go, never files
           except OSError:
             pass
 
@@ -182,9 +192,8 @@ class RunDirectory:
     for another configuration, or for a non-empty directory without
     run_config.json; ConfigError for overrides without a run to resume.
     """
-    if os.path.exists(self.path):
-      with open(self.path) as f:
-        stored = json.load(f)
+    if fs.exists(self.path):
+      stored = json.loads(fs.read_text(self.path))
       self._history = stored.pop(OVERRIDES, [])
       allowed = set(_flatten(self.overrides))
       diffs = {k: v for k, v in differing_keys(stored, self.fingerprint).items() if k not in allowed}
@@ -199,7 +208,7 @@ class RunDirectory:
     if self.overrides:
       raise errors.ConfigError(f"resume overrides {_flatten(self.overrides)} were given but {self.run_dir} holds no "
                                "run to resume; set these values in the configuration instead")
-    foreign = sorted(n for n in os.listdir(self.run_dir) if not _is_own_file(n) and n not in self.known
+    foreign = sorted(n for n in fs.listdir(self.run_dir) if not _is_own_file(n) and n not in self.known
                      and _holds_files(os.path.join(self.run_dir, n)))
     if foreign:
       raise ForeignRunDirectoryError(f"{self.run_dir} is not empty ({', '.join(foreign[:5])}) and holds no "
@@ -290,9 +299,28 @@ def _all_hosts(ok: bool) -> bool:
   return bool(np.all(multihost_utils.process_allgather(np.asarray(ok))))
 
 
+def check_remote_checkpoints(directory: str) -> None:
+  """ConfigError if orbax cannot reach checkpoints under the URL `directory` from this environment.
+
+  orbax lists the steps of a `gs://` directory with google-cloud-storage (to
+  detect hierarchical-namespace buckets), which is not one of its requirements.
+  """
+  if not directory.startswith("gs://"):
+    return
+  try:
+    found = importlib.util.find_spec("google.cloud.storage") is not None
+  except ModuleNotFoundError:  # no google.cloud namespace at all
+    found = False
+  if not found:
+    raise errors.ConfigError(f"checkpoints under {directory} need the google-cloud-storage package (orbax lists "
+                             "gs:// checkpoint steps with it): pip install 'google-cloud-storage>=2.14'")
+
+
 def _manager(directory: str, keep: Optional[int], items: tuple) -> ocp.CheckpointManager:
+  directory = fs.abspath(directory)
+  check_remote_checkpoints(directory)
   return ocp.CheckpointManager(
-      os.path.abspath(directory),
+      directory,
       options=ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, cleanup_tmp_directories=True),
       item_names=items)
 
@@ -302,7 +330,7 @@ class Checkpointer:
 
   def __init__(self, directory: str, every: int, keep: int):
     self.every = every
-    self.directory = os.path.abspath(directory)
+    self.directory = fs.abspath(directory)
     self.manager = _manager(directory, keep, ("state", "meta"))
 
   def save(self, step: int, state: Any, data_position: int, force: bool = False) -> bool:
@@ -346,7 +374,7 @@ class Checkpointer:
       for step in steps:
         old = os.path.join(self.directory, str(step))
         new = os.path.join(self.directory, f"corrupt-{step}-{stamp}")
-        os.rename(old, new)
+        fs.rename(old, new)
         logging.warning("set aside the unreadable checkpoint %s as %s; resuming from step %d, step %d will be "
                         "written again", old, new, resumed_from, step)
     if jax.process_count() > 1:
@@ -384,7 +412,7 @@ class BestParams:
     self.directory, self.metric = directory, metric
     self._manager: Optional[ocp.CheckpointManager] = None
     self.meta: Optional[dict] = None
-    if os.path.isdir(directory):
+    if fs.isdir(directory):
       metas = [self._read_meta(s) for s in self.manager.all_steps()]
       self.meta = max(metas, key=lambda m: m["value"]) if metas else None
 

@@ -12,21 +12,30 @@ tf.data pipeline) and `tensorboard` is installed.
 Each line of metrics.jsonl is `{"step": s, "train/loss": ..., ...}`. A
 resumed run first drops the lines after the step it resumed from, so the file
 tells the trajectory the parameters actually took.
+
+Under a URL run directory (`gs://...`) objects cannot be appended to: the
+writer keeps the file's lines and uploads the whole object (atomic) on
+`flush` / `close` and at most every `UPLOAD_SECONDS` while writing, so a run
+killed without closing loses at most that much of metrics.jsonl.
+TensorBoard's writer (tf.summary) writes to gs:// itself.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import logging
 import os
 import sys
+import time
 from typing import Any, Mapping, Optional
 
-from xtreme_jax import atomic, errors
+from xtreme_jax import atomic, errors, fs
 
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
+UPLOAD_SECONDS = 60.0  # a remote metrics.jsonl is uploaded at least this often while written
 
 
 def check_setting(setting: Any) -> None:
@@ -47,11 +56,14 @@ class JsonlWriter:
 
   def __init__(self, path: str, resume_step: Optional[int] = None):
     self.path = path
-    if resume_step is not None and os.path.exists(path):
+    if resume_step is not None and fs.exists(path):
       atomic.write_text(path, "".join(line for record, line in _records(path)
                                       if record.get("step", resume_step) <= resume_step))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    self._file = open(path, "a", encoding="utf-8")
+    if fs.is_remote(path):
+      self._file = _RemoteLines(path)
+    else:
+      os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+      self._file = open(path, "a", encoding="utf-8")
 
   def write_scalars(self, step: int, scalars: Mapping[str, Any]) -> None:
     self._file.write(json.dumps({"step": int(step), **{k: float(v) for k, v in scalars.items()}}) + "\n")
@@ -66,17 +78,41 @@ class JsonlWriter:
     self._file.close()
 
 
+class _RemoteLines:
+  """An append-only text file on an object store: the whole object is uploaded again when flushed."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self._text = [fs.read_text(path)] if fs.exists(path) else []
+    self._dirty = False
+    self._uploaded = time.monotonic()
+
+  def write(self, line: str) -> None:
+    self._text.append(line)
+    self._dirty = True
+    if time.monotonic() - self._uploaded >= UPLOAD_SECONDS:
+      self.flush()
+
+  def flush(self) -> None:
+    if self._dirty:
+      atomic.write_text(self.path, "".join(self._text))
+      self._dirty = False
+    self._uploaded = time.monotonic()
+
+  def close(self) -> None:
+    self.flush()
+
+
 def _records(path: str) -> list[tuple[dict, str]]:
   """(record, line) of each complete record; a line cut off by a killed process is dropped."""
   out = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError:
-        continue
-      if isinstance(record, dict) and line.endswith("\n"):
-        out.append((record, line))
+  for line in io.StringIO(fs.read_text(path), newline=None):  # universal newlines, as open() read it
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError:
+      continue
+    if isinstance(record, dict) and line.endswith("\n"):
+      out.append((record, line))
   return out
 
 

@@ -1,0 +1,218 @@
+"""Run directories, data and reports under gs:// URLs (offline: epath's gs backend mapped to a tmp folder).
+
+`gcs` maps `gs://bucket/...` to `<tmp>/gcs/bucket/...` through
+`etils.epath.testing.mock_epath`, with TensorFlow's tf.io.gfile backend
+turned off (epath would otherwise pick it over the mock) and appends refused,
+as object stores refuse them. orbax's tensorstore writes to real GCS cannot be
+tested offline; only orbax's directory handling is.
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+from etils.epath import gpath
+from etils.epath.testing import mock_epath
+
+from xtreme_jax import atomic, errors, fs, text
+from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax.evaluation import report, scorer
+from xtreme_jax.training import checkpoints, locks, writers
+from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory, RunDirectoryInUseError
+
+RUN = "gs://bucket/runs/r1"
+
+
+@pytest.fixture
+def gcs(tmp_path, monkeypatch):
+  """`gs://` served from `<tmp>/gcs`; the working directory is `<tmp>` (where nothing else may appear)."""
+  root = str(tmp_path / "gcs")
+  os.makedirs(root)
+  monkeypatch.chdir(tmp_path)
+
+  def local(path):
+    path = os.fspath(path)
+    assert path.startswith("gs://"), path  # a URL turned into a local path would show up here
+    return os.path.join(root, path[len("gs://"):])
+
+  def remote(path):
+    return "gs://" + os.path.relpath(os.fspath(path), root).replace(os.sep, "/")
+
+  def one(original, path, *args, **kwargs):
+    return original(local(path), *args, **kwargs)
+
+  def rename(original, src, dst):  # (the original checks `dst` through the mock again)
+    if os.path.exists(local(dst)):
+      raise FileExistsError(dst)
+    os.rename(local(src), local(dst))
+
+  def open_(original, path, mode):
+    if "a" in mode or "+" in mode:
+      raise NotImplementedError(f"objects cannot be appended to ({path}, mode {mode!r})")
+    if "w" in mode:  # an object needs no parent folder
+      os.makedirs(os.path.dirname(local(path)), exist_ok=True)
+    return original(local(path), mode)
+
+  def walk(original, top, **kwargs):
+    for root_, dirs, files in original(local(top), **kwargs):
+      yield remote(root_), dirs, files
+
+  monkeypatch.setattr(gpath, "_is_tf_installed", lambda: False)
+  with mock_epath(open=open_, exists=one, isdir=one, listdir=one, makedirs=one, mkdir=one, remove=one, rmtree=one,
+                  stat=one, rename=rename, walk=walk,
+                  glob=lambda original, pattern: [remote(p) for p in original(local(pattern))]):
+    yield root
+  assert sorted(os.listdir(tmp_path)) == ["gcs"]  # no `gs:` folder in the working directory
+
+
+def objects(root):
+  """Every file under the fake bucket root, relative, sorted."""
+  return sorted(os.path.relpath(os.path.join(r, n), root) for r, _, names in os.walk(root) for n in names)
+
+
+# -- fs and atomic ---------------------------------------------------------------------
+
+def test_paths_keep_their_scheme():
+  assert fs.is_remote("gs://b/x") and not fs.is_remote("/tmp/x") and not fs.is_remote("C:\\x")
+  assert fs.abspath("gs://b/x/../y/") == "gs://b/y" and fs.realpath("gs://b//x") == "gs://b/x"
+  assert fs.dirname("gs://b/run/report") == "gs://b/run" and fs.basename("gs://b/run/") == "run"
+  assert fs.relpath("gs://b/run/a/c.json", "gs://b/run") == "a/c.json"
+  assert scorer.default_out("gs://b/subs/mine/") == "gs://b/subs/scores-mine.json"
+  assert scorer.default_out("sub") == os.path.join(os.getcwd(), "scores-sub.json")
+  with pytest.raises(errors.ConfigError, match=r"^ftp://h/x: unsupported URL scheme ftp://; expected a local path "
+                                                r"or one of gs://, s3://, az://, hf://$"):
+    fs.exists("ftp://h/x")
+
+
+def test_atomic_writes_upload_whole_objects_and_leave_no_temporary_object(gcs):
+  atomic.write_json(f"{RUN}/a.json", {"ü": 1})
+  atomic.write_text(f"{RUN}/b.txt", "x\r\ny\n")
+  atomic.write_with(f"{RUN}/deep/c.bin", lambda tmp: open(tmp, "wb").write(b"\x00\x01"))
+  assert json.loads(fs.read_text(f"{RUN}/a.json")) == {"ü": 1}
+  assert fs.read_bytes(f"{RUN}/b.txt") == b"x\r\ny\n" and fs.read_bytes(f"{RUN}/deep/c.bin") == b"\x00\x01"
+  assert objects(gcs) == ["bucket/runs/r1/a.json", "bucket/runs/r1/b.txt", "bucket/runs/r1/deep/c.bin"]
+  assert fs.isfile(f"{RUN}/a.json") and fs.isdir(RUN) and not fs.isfile(RUN) and not fs.exists(f"{RUN}/no")
+  assert sorted(fs.listdir(RUN)) == ["a.json", "b.txt", "deep"]
+  assert fs.glob(f"{RUN}/*.json") == [f"{RUN}/a.json"]
+  with pytest.raises(errors.ConfigError, match="last component only"):
+    fs.glob(f"{RUN}/d*/c.bin")
+  assert atomic.remove_stale(RUN) == []
+  fs.rmtree(f"{RUN}/deep")
+  assert not fs.exists(f"{RUN}/deep") and fs.exists(f"{RUN}/a.json")
+
+
+# -- run directories -------------------------------------------------------------------
+
+def test_run_directory_on_gcs_locks_checks_and_commits(gcs):
+  lock = os.path.join(gcs, "bucket/runs/r1/.lock")
+  with RunDirectory(RUN, {"a": 1}, files={"languages.json": ["de"]}) as claim:
+    held = open(lock).read()
+    assert re.fullmatch(rf"host {re.escape(socket.gethostname())} pid {os.getpid()} since \S+Z token \w+\n", held)
+    assert claim.check() is False
+    claim.commit(0)
+  assert objects(gcs) == ["bucket/runs/r1/languages.json", "bucket/runs/r1/run_config.json"]  # lock released
+  assert json.loads(fs.read_text(f"{RUN}/run_config.json")) == {"a": 1}
+  # Another run holds the lock: refused in one line naming its host, pid and time and how to remove it.
+  with open(lock, "w") as f:
+    f.write("host tpu-vm-7 pid 4242 since 2030-01-02T03:04:05Z token abc\n")
+  with pytest.raises(RunDirectoryInUseError) as refused:
+    RunDirectory(RUN, {"a": 1}).lock()
+  assert str(refused.value) == (
+      f"{RUN} is in use by host tpu-vm-7 pid 4242 since 2030-01-02T03:04:05Z (lock file {RUN}/.lock); wait for "
+      f"that run to end or use another RUN_DIR; if it is no longer running, delete the lock: gsutil rm {RUN}/.lock")
+  assert open(lock).read().startswith("host tpu-vm-7 ")  # a refused run leaves the holder's lock alone
+  # A lock of this host whose process is gone is taken over; another configuration is still refused.
+  dead = subprocess.Popen([sys.executable, "-c", ""])
+  dead.wait()
+  with open(lock, "w") as f:
+    f.write(f"host {socket.gethostname()} pid {dead.pid} since 2030-01-02T03:04:05Z token abc\n")
+  with pytest.raises(ForeignRunDirectoryError, match=r"differing keys: a \(1 -> 2\)"), \
+       RunDirectory(RUN, {"a": 2}) as claim:
+    claim.check()
+  assert not os.path.exists(lock)
+  with RunDirectory(RUN, {"a": 1}) as claim:
+    assert claim.check() is True
+
+
+def test_lock_written_over_by_another_run_is_refused(gcs, monkeypatch):
+  write = fs.write_bytes
+  monkeypatch.setattr(fs, "write_bytes", lambda path, data: write(path, b"host other pid 7 since T token z\n"))
+  with pytest.raises(RunDirectoryInUseError, match="is in use by host other pid 7 since T "):
+    locks.acquire(f"{RUN}/.lock", RUN)
+  assert not locks.held(f"{RUN}/.lock")
+
+
+def test_failed_new_claim_on_gcs_leaves_nothing(gcs):
+  with pytest.raises(errors.ConfigError, match="holds no run to resume"), \
+       RunDirectory(f"{RUN}/models/xnli", {"a": 1}, overrides={"lr": 1.0}) as claim:
+    claim.check()
+  assert objects(gcs) == [] and not fs.exists(f"{RUN}/models/xnli")
+
+
+def test_checkpoint_directories_stay_urls(gcs, monkeypatch):
+  with pytest.raises(errors.ConfigError, match=r"^checkpoints under gs://bucket/c need the google-cloud-storage "
+                                                r"package .*: pip install 'google-cloud-storage>=2.14'$"):
+    checkpoints.check_remote_checkpoints("gs://bucket/c")
+  from orbax.checkpoint._src.path import gcs_utils
+  monkeypatch.setattr(checkpoints, "check_remote_checkpoints", lambda directory: None)
+  monkeypatch.setattr(gcs_utils, "is_hierarchical_namespace_enabled", lambda path: False)  # asks GCS otherwise
+  step = os.path.join(gcs, "bucket/runs/r1/checkpoints/3")
+  os.makedirs(step)
+  open(os.path.join(step, "commit_success.txt"), "w").close()  # a finished step on GCS (unfinished: removed)
+  ckpt = checkpoints.Checkpointer(f"{RUN}/checkpoints/", every=5, keep=2)
+  ckpt.manager._maybe_await_cleanup_tmp_directory()  # orbax's background listing, before the mock goes
+  assert ckpt.directory == f"{RUN}/checkpoints" and str(ckpt.manager.directory) == f"{RUN}/checkpoints"
+  assert ckpt.all_steps() == [3]  # orbax lists the steps through epath
+  ckpt._set_aside([3], resumed_from=0)
+  assert [n.startswith("corrupt-3-") for n in fs.listdir(f"{RUN}/checkpoints")] == [True]
+  ckpt.close()
+
+
+# -- metrics, data, reports ------------------------------------------------------------
+
+def test_metrics_writer_rewrites_the_whole_object(gcs, monkeypatch):
+  path = f"{RUN}/metrics.jsonl"
+  out = writers.make_writers(RUN, tensorboard=False)
+  out.write_scalars(1, {"train/loss": 2.0})
+  out.write_scalars(2, {"train/loss": 1.5})
+  assert not fs.exists(path)  # uploaded on flush / close, or every UPLOAD_SECONDS
+  out.close()
+  assert fs.read_text(path) == '{"step": 1, "train/loss": 2.0}\n{"step": 2, "train/loss": 1.5}\n'
+  monkeypatch.setattr(writers, "UPLOAD_SECONDS", 0.0)
+  resumed = writers.JsonlWriter(path, resume_step=1)  # drops step 2, then appends
+  resumed.write_scalars(2, {"train/loss": 1.4})
+  assert fs.read_text(path) == '{"step": 1, "train/loss": 2.0}\n{"step": 2, "train/loss": 1.4}\n'
+  resumed.close()
+
+
+def test_readers_and_scorer_read_gcs(gcs):
+  os.makedirs(os.path.join(gcs, "bucket/download/xnli"))
+  with open(os.path.join(gcs, "bucket/download/xnli/test-de.tsv"), "wb") as f:
+    f.write(b"\xef\xbb\xbfEin Satz .\tNoch einer .\r\n")
+  examples = xr.read("xnli", "gs://bucket/download", "de", "test")
+  assert [(e["text_a"], e["text_b"], e["label"]) for e in examples] == [("Ein Satz .", "Noch einer .", None)]
+  with open(os.path.join(gcs, "bucket/download/bad.txt"), "wb") as f:
+    f.write(b"ok\n\xff\n")
+  with pytest.raises(errors.DataError, match=r"^gs://bucket/download/bad.txt:2 \(byte 3\): not UTF-8"):
+    text.read_utf8("gs://bucket/download/bad.txt")
+  with pytest.raises(errors.MissingInputError, match="expected file gs://bucket/download/xnli/test-fr.tsv"):
+    xr.read("xnli", "gs://bucket/download", "fr", "test")
+  for folder, labels in (("preds", "entailment\nneutral\n"), ("labels", "entailment\ncontradiction\n")):
+    atomic.write_text(f"gs://bucket/{folder}/xnli/test-de.tsv", labels)
+  results = scorer.score_submission("gs://bucket/preds", "gs://bucket/labels", out="gs://bucket/scores.json",
+                                    tasks=["xnli"])
+  assert results["tasks"]["xnli"]["languages"]["de"]["accuracy"] == 50.0
+  assert json.loads(fs.read_text("gs://bucket/scores.json")) == results
+
+
+def test_report_written_to_gcs(gcs):
+  results = report.results_from_metrics({"pawsx": {"en": {"accuracy": 91.2}, "de": {"accuracy": 85.4}}})
+  paths = report.write_report(results, f"{RUN}/report/")
+  assert paths == {name: f"{RUN}/report/{name}" for name in ("plots/pawsx.png", "results.json", "report.md")}
+  assert fs.read_bytes(paths["plots/pawsx.png"]).startswith(b"\x89PNG\r\n\x1a\n")
+  assert fs.read_text(paths["report.md"]) == report.render_markdown(results)
+  assert objects(gcs) == [f"bucket/runs/r1/report/{n}" for n in ("plots/pawsx.png", "report.md", "results.json")]
