@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xtreme_jax import atomic, errors
+from xtreme_jax import atomic, errors, fs
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params
 
@@ -214,11 +214,10 @@ def _resolve(src: str) -> str:
 
 def read_json(path: str, what: str) -> dict:
   """The JSON object in `path`; a `UserError` naming the file when it is absent or malformed."""
-  if not os.path.isfile(path):
+  if not fs.isfile(path):
     raise errors.MissingInputError(f"{path} does not exist; expected {what}")
   try:
-    with open(path, encoding="utf-8") as f:
-      obj = json.load(f)
+    obj = json.loads(fs.read_bytes(path).decode("utf-8"))
   except json.JSONDecodeError as e:
     raise errors.DataError(f"{errors.location(path, e.lineno)}: malformed JSON ({e.msg}); expected {what}") from e
   except UnicodeDecodeError as e:
@@ -493,7 +492,7 @@ def save_imported(out_dir: str, config: TransformerConfig, params: dict) -> None
 def load_imported(path: str) -> tuple[TransformerConfig, dict]:
   """(config, params) written by `save_imported`; params are numpy float32."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  path = os.path.abspath(path)
+  path = fs.abspath(path)
   config_path = os.path.join(path, "config.json")
   what = "an `xtreme-jax import-hf` / `export-encoder` output (config.json + params)"
   config_dict = read_json(config_path, what)
@@ -503,7 +502,7 @@ def load_imported(path: str) -> tuple[TransformerConfig, dict]:
     raise type(e)(f"{config_path}: {e}") from e
   except (TypeError, ValueError) as e:
     raise errors.DataError(f"{config_path}: {e}") from e
-  if not os.path.isdir(os.path.join(path, "params")):
+  if not fs.isdir(os.path.join(path, "params")):
     raise errors.MissingInputError(f"{os.path.join(path, 'params')} does not exist; expected {what}")
   with ocp.StandardCheckpointer() as ckptr:
     params = ckptr.restore(os.path.join(path, "params"), abstract_params(config))

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 import gin
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 from xtreme_jax.data import paths
 
 GIN_DIR = paths.gin_dir()
@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _write_config(run_dir: Optional[str]) -> None:
   """Save the Gin config of this invocation beside the run (atomically)."""
-  if run_dir and os.path.isdir(run_dir):
+  if run_dir and fs.isdir(run_dir):
     from xtreme_jax import atomic
     atomic.write_text(os.path.join(run_dir, "config.gin"), gin.config_str())
 

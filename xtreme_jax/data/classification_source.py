@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from typing import Optional
 
 import numpy as np
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 from xtreme_jax.data import paths
 from xtreme_jax.data.sources import IndexedSource
 from xtreme_jax.data.vocabularies import load_vocabulary
@@ -57,7 +56,7 @@ class TsvClassificationSource(IndexedSource):
     need = max(max(self.text_columns), self.label_column) + 1
     rows = []
     path = paths.resolve(self.data_dir, self.path)
-    if not os.path.isfile(path):
+    if not fs.isfile(path):
       raise errors.MissingInputError(f"classification data file {path} does not exist")
     expected = f"tab-separated rows, label in column {self.label_column} (0-based)"
     for lineno, line in enumerate(read_utf8(path, expected).split("\n"), 1):

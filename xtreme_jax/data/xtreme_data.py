@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from typing import Optional
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 from xtreme_jax.data import xtreme_readers as readers, xtreme_tfds, xtreme_translations as translations
 
 SOURCES = ("official", "tfds")
@@ -100,7 +99,7 @@ class XtremeData:
       return _tfds_prepared(name, self.data_dir)
     if split in KINDS and self.translations_root is None:
       return False
-    return os.path.exists(self.location(task, language, split))
+    return fs.exists(self.location(task, language, split))
 
 
 @functools.lru_cache(maxsize=None)

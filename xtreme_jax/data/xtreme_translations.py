@@ -64,7 +64,7 @@ import os
 import re
 from typing import Optional
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 from xtreme_jax.data import xtreme_readers as readers
 
 KINDS = ("translate_train", "translate_dev", "translate_test", "pseudo_test")
@@ -165,7 +165,7 @@ def translation_path(task: str, translations_dir: str, language: str, kind: str)
 
 
 def exists(task: str, translations_dir: str, language: str, kind: str) -> bool:
-  return os.path.isfile(translation_path(task, translations_dir, language, kind))
+  return fs.isfile(translation_path(task, translations_dir, language, kind))
 
 
 def pseudo_languages_on_disk(task: str, translations_dir: str) -> list[str]:
@@ -175,8 +175,8 @@ def pseudo_languages_on_disk(task: str, translations_dir: str) -> list[str]:
   folder = os.path.join(translations_dir, os.path.dirname(template))
   head, tail = os.path.basename(template).split("{lg}")
   found = []
-  if os.path.isdir(folder):
-    for name in sorted(os.listdir(folder)):
+  if fs.isdir(folder):
+    for name in sorted(fs.listdir(folder)):
       lg = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
       if _LANGUAGE_CODE.match(lg) and lg not in readers.TASKS[task].languages["test"]:
         found.append(lg)
@@ -196,7 +196,7 @@ def _missing(task: str, kind: str, path: str, translations_dir: str) -> errors.M
 
 def _path(task: str, translations_dir: str, language: str, kind: str) -> str:
   path = translation_path(task, translations_dir, language, kind)
-  if not os.path.isfile(path):
+  if not fs.isfile(path):
     raise _missing(task, kind, path, translations_dir)
   return path
 

@@ -46,7 +46,7 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-from xtreme_jax import atomic, errors
+from xtreme_jax import atomic, errors, fs
 from xtreme_jax.models.base import Model
 from xtreme_jax.training import partitioning, validation as v, writers
 from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
@@ -535,10 +535,9 @@ class Trainer:
 
   def _stored_summary(self) -> Optional[dict]:
     path = os.path.join(self.run_dir, SUMMARY)
-    if not os.path.exists(path):
+    if not fs.exists(path):
       return None
-    with open(path) as f:
-      return json.load(f)
+    return json.loads(fs.read_text(path))
 
   def _summary(self, progress: _Progress) -> dict:
     losses = [h["loss"] for h in progress.history]
