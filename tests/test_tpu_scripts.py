@@ -87,7 +87,7 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
   assert _lines(sh("setup", "--dry-run")) == [
       SSH + "\"set -e; [ -d ~/xtreme-jax ] || git clone https://example.com/xtreme-jax.git ~/xtreme-jax;"
       " cd ~/xtreme-jax; git pull --ff-only; python3 -m venv ~/venv; . ~/venv/bin/activate;"
-      " pip install -q -U pip; pip install -q -e . 'jax[tpu]' -f"
+      " pip install -q -U pip; pip install -q -e '.[gcs]' 'jax[tpu]' -f"
       " https://storage.googleapis.com/jax-releases/libtpu_releases.html\""]
   assert _lines(sh("launch", "--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='gs://b/runs/x'",
                    "--dry-run")) == [

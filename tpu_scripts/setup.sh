@@ -8,4 +8,4 @@ source "$(dirname "$0")/common.sh"
 repo=$(remote_path "$REPO_DIR")
 gcloud_ssh all "set -e; [ -d $repo ] || git clone $(quote_word "$REPO_URL") $repo; cd $repo; git pull --ff-only; \
 python3 -m venv ~/venv; . ~/venv/bin/activate; pip install -q -U pip; \
-pip install -q -e . 'jax[tpu]' -f https://storage.googleapis.com/jax-releases/libtpu_releases.html"
+pip install -q -e '.[gcs]' 'jax[tpu]' -f https://storage.googleapis.com/jax-releases/libtpu_releases.html"

@@ -302,7 +302,7 @@ def monolingual_segment_pairs(documents: list[list[str]], encode: Callable[[str]
 def load_vocab(vocabulary: Any, data_dir: str | None):
   """`vocabulary` itself, or the vocabulary stored at that path (relative to `data_dir`)."""
   if isinstance(vocabulary, str):
-    from xtreme_jax.data.vocabularies import load_vocabulary  # lazy: imports tensorflow
+    from xtreme_jax.data.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
     return load_vocabulary(paths.resolve(data_dir, vocabulary))
   return vocabulary
 
