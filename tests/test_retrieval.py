@@ -248,3 +248,15 @@ def test_tatoeba_predict_on_permutation():
   np.testing.assert_array_equal(pred, perm)  # target i -> its source sentence perm[i]
   np.testing.assert_array_equal(R.tatoeba_predict(tgt, src, block_size=7), np.argsort(perm))
   assert pred.dtype == np.int64 and pred.shape == (50,)
+
+
+def test_pool_states_first_token_or_mean_over_real_tokens():
+  states = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]],
+                     [[0.0, 1.0], [2.0, 2.0], [4.0, 6.0]]], np.float32)
+  mask = np.array([[1, 1, 0], [1, 1, 1]])
+  np.testing.assert_array_equal(R.pool_states(states, mask, "cls"), [[1.0, 2.0], [0.0, 1.0]])
+  np.testing.assert_allclose(R.pool_states(states, mask, "mean"), [[2.0, 3.0], [2.0, 3.0]])
+  import jax.numpy as jnp
+  np.testing.assert_allclose(R.pool_states(jnp.asarray(states), jnp.asarray(mask), "mean"), [[2.0, 3.0], [2.0, 3.0]])
+  with pytest.raises(ValueError, match="pool='max'; expected one of"):
+    R.pool_states(states, mask, "max")

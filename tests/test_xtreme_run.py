@@ -1,13 +1,29 @@
-"""The XTREME quickstart end to end on the bundled sample (the README's main job)."""
+"""The XTREME run mode: the quickstart end to end on the bundled sample (the README's main job), the official
+recipes, retrieval pooling and layers, re-runs that keep finished predictions, and one-line user errors."""
 
+import contextlib
+import io
 import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
 
+import flax.linen as nn
 import gin
+import jax
+import numpy as np
 import pytest
+from conftest import TINY
 
-from xtreme_jax import cli
+from xtreme_jax import cli, errors, main
 from xtreme_jax.data import paths, xtreme_readers
+from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.runs import xtreme
+
+QUICKSTART = "--gin_file=experiments/xtreme_quickstart.gin"
+RUN_KEYS = {"task", "criterion", "selected_step", "train_steps", "history", "train_accuracy"}
 
 
 @pytest.fixture(autouse=True)
@@ -17,19 +33,39 @@ def clean_gin():
   gin.clear_config(clear_constants=True)
 
 
-def test_test_languages_found_on_disk_and_validated():
-  assert xtreme.test_languages("xnli", paths.sample_xtreme_dir(), None) == ["ar", "de", "en", "hi", "ru", "zh"]
-  with pytest.raises(ValueError, match=r"xnli: unknown language\(s\) \['xx'\]; valid: \['ar'"):
-    xtreme.test_languages("xnli", paths.sample_xtreme_dir(), ["xx"])
-  with pytest.raises(FileNotFoundError, match="no test set for any language"):
-    xtreme.test_languages("xnli", "/nonexistent", None)
+def _run(*args) -> tuple[int, str]:
+  """`xtreme-jax run` with the quickstart config; (exit code, stdout)."""
+  gin.clear_config(clear_constants=True)
+  out = io.StringIO()
+  try:
+    with contextlib.redirect_stdout(out):
+      rc = cli.main(["run", QUICKSTART, *args])
+  finally:
+    gin.clear_config(clear_constants=True)
+  return rc, out.getvalue()
 
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+  """The README's main job, run once as a user runs it (its own process, one CPU device) with the real
+  quickstart config: (run dir, stdout)."""
+  run_dir = tmp_path_factory.mktemp("quickstart") / "run"
+  proc = subprocess.run([sys.executable, "-m", "xtreme_jax.cli", "run", QUICKSTART, f"--gin.RUN_DIR='{run_dir}'"],
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return run_dir, proc.stdout
+
+
+def _submission_files(run_dir, directory="submission"):
+  root = run_dir / directory
+  return {str(p.relative_to(root)): p for p in sorted(root.rglob("test-*"))}
+
+
+# -- the quickstart -------------------------------------------------------------
 
 @pytest.mark.slow
-def test_quickstart_runs_the_whole_benchmark(tmp_path, capsys):
-  run_dir = tmp_path / "run"
-  assert cli.main(["run", "--gin_file=experiments/xtreme_quickstart.gin", f"--gin.RUN_DIR='{run_dir}'",
-                   "--gin.EPOCHS=1.0"]) == 0
+def test_quickstart_runs_the_whole_benchmark(quickstart):
+  run_dir, out = quickstart
   scores = json.loads((run_dir / "scores.json").read_text())
   assert set(scores["tasks"]) == set(xtreme.TASKS) and not scores["missing_tasks"]
   for task in xtreme.TASKS:
@@ -44,12 +80,311 @@ def test_quickstart_runs_the_whole_benchmark(tmp_path, capsys):
   assert [len(s.split("\n")) for s in predicted] == [len(s["tokens"]) for s in sentences]
   report = run_dir / "report"
   assert (report / "report.md").exists() and (report / "plots" / "xnli.png").exists()
-  out = capsys.readouterr().out
   assert "xnli" in out and "tatoeba" in out and "report:" in out
-  # The finished run is resumable: a second invocation reuses the fine-tuned models.
-  gin.clear_config(clear_constants=True)
-  assert cli.main(["run", "--gin_file=experiments/xtreme_quickstart.gin", f"--gin.RUN_DIR='{run_dir}'",
-                   "--gin.EPOCHS=1.0", "--gin.TASKS=('xnli',)"]) == 0
+  # One status line per fine-tuned model; the retrieval settings the report shows.
+  assert out.count("fine-tuning ") == 6 and "fine-tuning xnli: 48 examples (48 windows), 150 steps" in out
+  results = json.loads((report / "results.json").read_text())
+  assert results["retrieval"] == {"bucc2018": {"pool": "cls", "layer": 1, "seq_len": 128},
+                                  "tatoeba": {"pool": "mean", "layer": 1, "seq_len": 128}}
+
+
+@pytest.mark.slow
+def test_quickstart_learns(quickstart):
+  """The tiny model fits its training data: the loss halves, XNLI / PAWS-X reach >= 90% training accuracy,
+  and the test predictions vary."""
+  run_dir, _ = quickstart
+  runs = json.loads((run_dir / "runs.json").read_text())
+  assert json.loads((run_dir / "report" / "results.json").read_text())["runs"] == runs
+  assert sorted(runs) == ["panx", "pawsx", "squad", "tydiqa", "udpos", "xnli"]
+  for name, run in runs.items():
+    assert set(run) == RUN_KEYS and run["task"] == name
+    assert run["criterion"] == "final" and run["selected_step"] == run["train_steps"]
+    steps, losses = zip(*run["history"])
+    assert list(steps) == list(range(1, run["train_steps"] + 1))
+    tail = max(5, len(losses) // 10)
+    assert np.mean(losses[-tail:]) <= np.mean(losses[:5]) / 2, (name, losses)
+    assert 0 <= run["train_accuracy"] <= 100
+  assert runs["xnli"]["train_accuracy"] >= 90 and runs["pawsx"]["train_accuracy"] >= 90
+  files = _submission_files(run_dir)
+  for task in ("xnli", "pawsx", "udpos", "panx"):
+    english = [t for t in files[f"{task}/test-en.tsv"].read_text().split("\n") if t]
+    assert len(set(english)) >= 2, task
+  for task in ("xquad", "mlqa", "tydiqa"):
+    answers = json.loads(files[f"{task}/test-en.json"].read_text())
+    assert len(set(answers.values())) >= 2 and all(answers.values()), task
+
+
+@pytest.mark.slow
+def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
+  run_dir, _ = quickstart
+  files = _submission_files(run_dir)
+  before = {name: (p.stat().st_mtime_ns, p.read_bytes()) for name, p in files.items()}
+  # Everything is up to date: no model is loaded, no encoder built, nothing predicted, no file rewritten.
+  refuse = lambda *args, **kwargs: pytest.fail("a finished prediction was recomputed")  # noqa: E731
+  with monkeypatch.context() as m:
+    for name in ("_finetune", "predict_language", "retrieve_language"):
+      m.setattr(xtreme.XtremeRunner, name, refuse)
+    m.setattr(xtreme.XtremeRunner, "encoder_params", property(refuse))
+    rc, out = _run(f"--gin.RUN_DIR='{run_dir}'")
+  assert rc == 0 and "xnli: 6 of 6 predictions up to date, kept" in out and "report:" in out
+  assert "fine-tuning" not in out
+  assert {name: (p.stat().st_mtime_ns, p.read_bytes()) for name, p in files.items()} == before
+  assert all(run["train_accuracy"] is not None for run in json.loads((run_dir / "runs.json").read_text()).values())
+  # In a copy of the run (run directories can move): a deleted and an edited file are made again, by their model.
+  copy = tmp_path / "run"
+  shutil.copytree(run_dir, copy)
+  (copy / "submission" / "xnli" / "test-ru.tsv").unlink()
+  (copy / "submission" / "tatoeba" / "test-de.tsv").unlink()
+  (copy / "submission" / "bucc2018" / "test-fr.tsv").write_text("fr-000001\ten-000001\n")
+  calls = []
+  monkeypatch.setattr(xtreme.XtremeRunner, "_finetune", lambda self, task, name, *a: calls.append(name) or (0, 0))
+  monkeypatch.setattr(xtreme.XtremeRunner, "predict_language", lambda self, task, lg, pseudo=False: calls.append(
+      (task, lg)))
+  monkeypatch.setattr(xtreme.XtremeRunner, "retrieve_language", lambda self, task, lg: calls.append((task, lg)))
+  rc, out = _run(f"--gin.RUN_DIR='{copy}'", "--gin.LABELS_DIR=None")
+  assert rc == 0 and "tatoeba: 5 of 6 predictions up to date, kept" in out
+  assert calls == ["xnli", ("xnli", "ru"), ("bucc2018", "fr"), ("tatoeba", "de")]
+
+
+def test_translate_test_predicts_the_translation_with_the_english_model(tmp_path, monkeypatch):
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), TINY, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(setting="translate_test"), None)
+  zero_shot = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), None, paths.sample_vocab(), None,
+                                  xtreme.FinetuneSettings(), None)
+  assert runner.training_set("xnli", "de") == zero_shot.training_set("xnli", "de")  # models/xnli, English data
+  used, decoded = [], []
+  monkeypatch.setattr(runner, "finetuned", lambda task, lg: used.append(runner.training_set(task, lg)[0]) or (0, 0))
+  monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners: decoded.append(
+      examples) or ["neutral"] * len(examples))
+  runner.predict_language("xnli", "de")
+  assert used == ["xnli"] and decoded[0] == runner.read("xnli", "de", "translate_test")
+  assert decoded[0][0]["text_b"] == "The card was for her teacher."  # the English translation
+  written = (tmp_path / "submission-translate_test" / "xnli" / "test-de.tsv").read_text()
+  assert written == "neutral\n" * len(runner.read("xnli", "de", "test"))  # line i answers line i of the original
+
+
+# -- recipes -----------------------------------------------------------------------
+
+def _bound_settings(experiment):
+  main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'"])
+  settings = gin.query_parameter("xtreme.xtreme.settings").scoped_configurable_fn()
+  return settings, gin.query_parameter("%MODEL_CONFIG").scoped_configurable_fn()
+
+
+@pytest.mark.parametrize("experiment,xnli_lr,layers", [
+    ("experiments/xtreme_mbert.gin", 2e-5, (8, 8)),
+    ("experiments/xtreme_xlmr_base.gin", 2e-5, (8, 8)),
+    ("experiments/xtreme_xlmr_large.gin", 3e-5, (20, 14)),
+])
+def test_experiments_bind_the_official_recipe(experiment, xnli_lr, layers):
+  settings, config = _bound_settings(experiment)
+  assert settings.setting == "zero_shot" and set(settings.tasks) == set(xtreme.FINETUNED + xtreme.RETRIEVAL_TASKS)
+  official = {"xnli": (5.0, 100), "pawsx": (5.0, 200), "udpos": (10.0, 500), "panx": (10.0, 1000)}
+  for task, (epochs, eval_every) in official.items():
+    s = settings.recipe(task)
+    assert (s.epochs, s.eval_every, s.batch_size, s.accum_steps, s.seq_len, s.selection) == (
+        epochs, eval_every, 32, 1, 128, "english_dev")
+    o = s.optimizer
+    assert (o.learning_rate, o.warmup_steps, o.weight_decay) == (xnli_lr if task == "xnli" else 2e-5, 0, 0.0)
+  for task in ("squad", "tydiqa"):
+    s = settings.recipe(task)
+    assert (s.epochs, s.batch_size, s.seq_len, s.doc_stride, s.selection) == (3.0, 32, 384, 128, "final")
+    assert (s.optimizer.learning_rate, s.optimizer.warmup_steps, s.optimizer.weight_decay) == (3e-5, 500, 1e-4)
+  bucc, tatoeba = settings.retrieval("bucc2018"), settings.retrieval("tatoeba")
+  assert (bucc.pool, bucc.seq_len, tatoeba.pool, tatoeba.seq_len) == ("cls", 512, "mean", 512)
+  assert (bucc.layer, tatoeba.layer) == layers
+  assert xtreme.official_layer("bucc2018", config.num_layers) == bucc.layer  # the scripts' arithmetic
+  assert xtreme.official_layer("tatoeba", config.num_layers) == tatoeba.layer
+
+
+def test_quickstart_recipe_overrides_every_task():
+  settings, config = _bound_settings("experiments/xtreme_quickstart.gin")
+  assert config.dropout_rate == config.attention_dropout_rate == 0.0
+  for task in xtreme.FINETUNED:
+    s = settings.recipe(task)
+    assert s.batch_size == 8 and s.optimizer.learning_rate == 1e-3
+    assert s.optimizer.warmup_steps == 0 and s.optimizer.weight_decay == 0.0
+  assert settings.recipe("xnli").epochs == settings.recipe("pawsx").epochs == 25.0
+  assert settings.recipe("squad").seq_len == 128 and settings.retrieval("tatoeba").seq_len == 128
+
+
+def test_official_retrieval_layers():
+  """run_retrieval.py: layer = L - num_layers + 1 + specific_layer (BUCC (12, 7); Tatoeba (12, 7) / (24, 13))."""
+  assert [xtreme.official_layer("bucc2018", n) for n in (12, 24)] == [8, 20]
+  assert [xtreme.official_layer("tatoeba", n) for n in (12, 24)] == [8, 14]
+  assert [xtreme.official_layer(t, 2) for t in ("bucc2018", "tatoeba")] == [1, 1]  # 2L // 3 below 12 layers
+  runner = xtreme.XtremeRunner("r", paths.sample_xtreme_dir(), TINY, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(tasks={"tatoeba": xtreme.RetrievalSettings(layer=0)}), None)
+  assert (runner.retrieval_layer("bucc2018"), runner.retrieval_layer("tatoeba")) == (1, 0)
+
+
+def test_settings_are_checked_with_one_line_errors():
+  with pytest.raises(errors.ConfigError, match=r"^FinetuneSettings.setting = 'bogus': expected one of"):
+    xtreme.FinetuneSettings(setting="bogus")
+  with pytest.raises(errors.ConfigError, match=r"unknown key\(s\) \['xquad'\].*'squad' model"):
+    xtreme.FinetuneSettings(tasks={"xquad": xtreme.TaskSettings()})
+  with pytest.raises(errors.ConfigError, match=r"tasks\['bucc2018'\] is a TaskSettings; expected"):
+    xtreme.FinetuneSettings(tasks={"bucc2018": xtreme.TaskSettings()})
+  with pytest.raises(errors.ConfigError, match=r"TaskSettings.selection = 'best': expected one of"):
+    xtreme.TaskSettings(selection="best")
+  with pytest.raises(errors.ConfigError, match=r"TaskSettings.batch_size = 30: expected a multiple of accum_steps"):
+    xtreme.TaskSettings(batch_size=30, accum_steps=4)
+  with pytest.raises(errors.ConfigError, match=r"RetrievalSettings.pool = 'max': expected one of \('cls', 'mean'\)"):
+    xtreme.RetrievalSettings(pool="max")
+
+
+# -- retrieval embeddings ---------------------------------------------------------------
+
+def test_cls_and_mean_pooling_match_a_numpy_reference():
+  rng = np.random.default_rng(0)
+  tokens = jax.numpy.zeros((1, 4), jax.numpy.int32)
+  shapes = jax.eval_shape(lambda: TransformerEncoder(TINY).init(jax.random.PRNGKey(0), tokens, tokens + 1,
+                                                                method=TransformerEncoder.init_all)["params"])
+  params = jax.tree_util.tree_map(lambda x: rng.normal(0, 0.3, x.shape).astype(x.dtype), nn.unbox(shapes))
+  features = []
+  for n in (5, 12, 3, 20, 9):
+    ids = np.zeros(TINY.max_positions, np.int32)
+    ids[:n] = rng.integers(5, TINY.vocab_size, n)
+    features.append({"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "token_type_ids": ids * 0})
+  batch = {k: np.stack([f[k] for f in features]) for k in features[0]}
+  out = jax.jit(lambda p, b: TransformerEncoder(TINY).apply(
+      {"params": p}, b["input_ids"], b["input_mask"], b["token_type_ids"], return_all=True))(params, batch)
+  states, mask = np.asarray(out.all_layers[0], np.float64), batch["input_mask"].astype(np.float64)[..., None]
+  expected = {"cls": states[:, 0], "mean": (states * mask).sum(1) / mask.sum(1)}  # layer 1 of 2
+  for pool in ("cls", "mean"):
+    got = xtreme.sentence_embeddings(TINY, params, features, 1, 2, pool)  # 3 batches, the last one padded
+    np.testing.assert_allclose(got, expected[pool], rtol=1e-5, atol=1e-5)
+  assert not np.allclose(expected["cls"], expected["mean"], atol=1e-3)
+
+
+# -- records of finished predictions -------------------------------------------------------
+
+def _finished(runner, name="xnli", final_loss=0.2, steps=12):
+  spec = runner.model_spec("xnli", name, (("xnli", "en", "train"),), None)
+  model_dir = runner.model_dir(name)
+  os.makedirs(model_dir, exist_ok=True)
+  (json.dump({**json.loads(json.dumps(spec, default=str)), "steps": steps},
+             open(os.path.join(model_dir, "run_config.json"), "w")))
+  json.dump({"train_steps": steps, "first_loss": 1.1, "final_loss": final_loss,
+             "history": [{"step": i + 1, "loss": 1.1 - i * 0.05} for i in range(steps)]},
+            open(os.path.join(model_dir, "summary.json"), "w"))
+
+
+def test_a_prediction_is_up_to_date_only_for_the_same_model_inputs_settings_and_content(tmp_path):
+  data = tmp_path / "data"
+  shutil.copytree(os.path.join(paths.sample_xtreme_dir(), "xnli"), data / "xnli")
+  shutil.copytree(os.path.join(paths.sample_xtreme_dir(), "tatoeba"), data / "tatoeba")
+  run = lambda settings=xtreme.FinetuneSettings(): xtreme.XtremeRunner(  # noqa: E731
+      str(tmp_path / "run"), str(data), TINY, paths.sample_vocab(), None, settings, None)
+  runner = run()
+  assert runner.made_by("xnli", "de", "test") is None  # no finished model yet
+  _finished(runner, steps=12)
+  made_by = runner.made_by("xnli", "de", "test")
+  assert made_by and made_by == run().made_by("xnli", "de", "test") != runner.made_by("xnli", "ru", "test")
+  entry = runner.run_entry("xnli")
+  assert set(entry) == RUN_KEYS and entry["train_steps"] == entry["selected_step"] == 12
+  assert entry["history"][0] == [1, 1.1] and entry["train_accuracy"] is None
+  # The prediction file and its record.
+  path = runner.prediction_path("xnli", "de")
+  os.makedirs(os.path.dirname(path))
+  open(path, "w").write("neutral\n")
+  runner.records(runner.submission).record(path, made_by)
+  assert xtreme.PredictionRecords(runner.submission).up_to_date(path, made_by)  # read back from the sidecar
+  assert os.path.exists(runner.submission + ".records.json")
+  open(path, "w").write("entailment\n")
+  assert not runner.records(runner.submission).up_to_date(path, made_by)  # the file was edited
+  assert not runner.records(runner.submission).up_to_date(path, None)
+  # Another recipe (same directory): not this model; a retrained model, an unfinished one, edited test data.
+  assert run(xtreme.FinetuneSettings(tasks={"xnli": xtreme.TaskSettings(epochs=2.0)})).made_by("xnli", "de",
+                                                                                               "test") is None
+  _finished(runner, final_loss=0.3)
+  retrained = runner.made_by("xnli", "de", "test")
+  assert retrained not in (None, made_by)
+  os.utime(data / "xnli" / "test-de.tsv", ns=(1, 1))
+  assert runner.made_by("xnli", "de", "test") not in (None, retrained)
+  _finished(runner, steps=13)
+  json.dump({"train_steps": 5}, open(os.path.join(runner.model_dir("xnli"), "summary.json"), "w"))
+  assert runner.made_by("xnli", "de", "test") is None and runner.run_entry("xnli") is None
+  # Retrieval: the encoder and its settings.
+  tatoeba = runner.made_by("tatoeba", "de", "test")
+  pooled = run(xtreme.FinetuneSettings(tasks={"tatoeba": xtreme.RetrievalSettings(pool="cls")}))
+  assert tatoeba and pooled.made_by("tatoeba", "de", "test") != tatoeba
+  assert run(xtreme.FinetuneSettings(seed=1)).made_by("tatoeba", "de", "test") != tatoeba  # another random encoder
+
+
+def test_loss_history_is_bucketed_beyond_its_budget():
+  records = [{"step": i + 1, "loss": float(i % 4)} for i in range(1000)]
+  assert xtreme.loss_history(records[:3]) == [[1, 0.0], [2, 1.0], [3, 2.0]]
+  history = xtreme.loss_history(records, points=250)
+  assert len(history) == 250 and history[0] == [4, 1.5] and history[-1] == [1000, 1.5]
+
+
+def test_training_accuracy_per_task_kind():
+  cls, tag, qa = xtreme.RECIPES["xnli"], xtreme.RECIPES["udpos"], xtreme.RECIPES["xquad"]
+  assert xtreme.train_accuracy(cls, [{"label": "neutral"}, {"label": "entailment"}], ["neutral", "neutral"]) == 50
+  assert xtreme.train_accuracy(tag, [{"tags": ["NOUN", "VERB"]}, {"tags": ["X"]}], [["NOUN", "X"], ["X"]]) == (
+      pytest.approx(200 / 3))
+  questions = [{"id": "a", "answers": {"text": ["the Cat", "dog"]}}, {"id": "b", "answers": {"text": ["x"]}},
+               {"id": "c", "answers": {"text": ["y"]}}]
+  assert xtreme.train_accuracy(qa, questions, {"a": "cat", "b": "z"}) == 50  # c has no window: not counted
+
+
+# -- QA answers, translate-test ids -------------------------------------------------------------
+
+def test_questions_without_an_answer_are_counted_and_warned(tmp_path, caplog):
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), None, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(), None)
+  with caplog.at_level(logging.WARNING):
+    text = runner._answers_json("xquad", "de", [{"id": "a"}, {"id": "b"}, {"id": "c"}], {"a": "Paris", "b": ""})
+  assert json.loads(text) == {"a": "Paris", "b": "", "c": ""}
+  assert runner.empty_answers == {"xquad": {"de": 2}}
+  assert "xquad de: 2 of 3 questions got no answer span (written as empty answers)" in caplog.text
+
+
+def test_translate_test_question_ids_must_cover_the_original(tmp_path, monkeypatch):
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), None, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(setting="translate_test"), None)
+  assert runner.test_split("xquad", "de") == "translate_test"
+  runner.check_inputs("xquad", "de")  # the sample's translation keeps every id
+  read = runner.read
+  monkeypatch.setattr(runner, "read", lambda task, lg, split: read(task, lg, split)[1:]
+                      if split == "translate_test" else read(task, lg, split))
+  with pytest.raises(errors.DataError, match=r"^xquad translate_test de: .*xquad\.translate\.test\.de-en\.json lacks "
+                                             r"1 question id\(s\) of .*xquad\.de\.json, e\.g\. \["):
+    runner.check_inputs("xquad", "de")
+
+
+# -- user errors: one line, before any training ---------------------------------------------------
+
+@pytest.mark.parametrize("binding,message", [
+    ("--gin.LABELS_DIR='/nonexistent/labels'", "error: LABELS_DIR /nonexistent/labels does not exist"),
+    ("--gin.TASKS=('xnli', 'xnlii')", "error: unknown task(s) ['xnlii']; valid: ['xnli'"),
+    ("--gin.LANGUAGES={'xnli': ['xx']}", "error: xnli: unknown language(s) ['xx']; valid: ['ar'"),
+    ("--gin.LANGUAGES={'panx': ['de']}", "error: LANGUAGES names task(s) ['panx'] that are not in TASKS"),
+    ("--gin.LANGUAGES={'xnli': ['fr']}", "error: xnli test data for fr not found: expected "),
+    ("--gin.SETTING='zero-shot'", "error: FinetuneSettings.setting = 'zero-shot': expected one of"),
+    ("--gin.bucc2018/xtreme.RetrievalSettings.layer=5", "error: bucc2018: RetrievalSettings.layer=5; the model's"),
+    ("--gin.xtreme.RetrievalSettings.seq_len=512", "error: bucc2018: max length 512 exceeds the model's 128"),
+])
+def test_user_errors_are_one_line_before_any_training(tmp_path, capsys, binding, message):
+  run_dir = tmp_path / "run"
+  tasks = "--gin.TASKS=('xnli', 'xnlii')" if "xnlii" in binding else "--gin.TASKS=('xnli', 'bucc2018')"
+  assert cli.main(["run", QUICKSTART, f"--gin.RUN_DIR='{run_dir}'", tasks, binding]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith(message), err
+  assert not (run_dir / "models").exists()
+
+
+# -- test languages, training sets ------------------------------------------------------------
+
+def test_test_languages_found_on_disk_and_validated():
+  assert xtreme.test_languages("xnli", paths.sample_xtreme_dir(), None) == ["ar", "de", "en", "hi", "ru", "zh"]
+  with pytest.raises(errors.ConfigError, match=r"xnli: unknown language\(s\) \['xx'\]; valid: \['ar'"):
+    xtreme.test_languages("xnli", paths.sample_xtreme_dir(), ["xx"])
+  with pytest.raises(errors.ConfigError, match=r"LANGUAGES\['xnli'\]='de'; expected a list"):
+    xtreme.test_languages("xnli", paths.sample_xtreme_dir(), "de")
+  with pytest.raises(errors.MissingInputError, match="no test set for any language"):
+    xtreme.test_languages("xnli", "/nonexistent", None)
 
 
 @pytest.mark.parametrize("setting,task,lang,expected", [
@@ -71,5 +406,8 @@ def test_in_language_multi_uses_every_train_file_on_disk(tmp_path):
   name, sources, limit = runner.training_set("panx", "zh")
   assert name == "panx_all" and limit is None
   assert sorted(lg for _, lg, _ in sources) == ["ar", "de", "en", "hi", "ru", "zh"]
-  with pytest.raises(ValueError, match="setting='bogus'; expected one of"):
+  with pytest.raises(errors.ConfigError, match="setting = 'bogus': expected one of"):
     xtreme.FinetuneSettings(setting="bogus")
+  with pytest.raises(errors.ConfigError, match="udpos: th has no training split for the in_language setting"):
+    xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), None, paths.sample_vocab(), None,
+                        xtreme.FinetuneSettings(setting="in_language"), None).training_set("udpos", "th")

@@ -1,8 +1,9 @@
-"""Sentence retrieval: blocked k-NN, BUCC margin mining, Tatoeba nearest neighbour.
+"""Sentence retrieval: pooling, blocked k-NN, BUCC margin mining, Tatoeba nearest neighbour.
 
-Everything here takes plain numpy sentence embeddings (from any encoder) and
-returns numpy arrays / Python lists; how the embeddings are produced is not
-this module's business.
+`pool_states` turns one layer's token states into sentence embeddings the way
+the reference does (`cls`: the first token, `mean`: the mean over the real
+tokens); everything else takes plain numpy sentence embeddings (from any
+encoder) and returns numpy arrays / Python lists.
 
 The similarity search is exact inner-product k-NN written in JAX: the queries
 are processed in jitted blocks, and (optionally) the keys too, with the per
@@ -61,6 +62,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "POOLINGS",
+    "pool_states",
     "l2_normalize",
     "blocked_topk",
     "blocked_topk_both",
@@ -84,6 +87,31 @@ _PRECISIONS = {
     "high": jax.lax.Precision.HIGH,
     "highest": jax.lax.Precision.HIGHEST,
 }
+
+
+# --------------------------------------------------------------------------
+# Pooling
+# --------------------------------------------------------------------------
+
+POOLINGS = ("cls", "mean")
+
+
+def pool_states(states, mask, pool: str):
+  """Sentence embeddings (batch, hidden) from token states (batch, length, hidden), in float32.
+
+  As the reference's `run_retrieval.py`: `cls` (`cls_pool_embedding`) takes
+  the first token's state; `mean` (`mean_pool_embedding`) averages the states
+  over the tokens whose `mask` (batch, length) is 1, special tokens included.
+  Works on numpy and JAX arrays (jit-able; `pool` is static).
+  """
+  if pool not in POOLINGS:
+    raise ValueError(f"pool={pool!r}; expected one of {POOLINGS}")
+  xp = jnp if isinstance(states, jax.Array) or isinstance(mask, jax.Array) else np
+  states = states.astype(xp.float32)
+  if pool == "cls":
+    return states[:, 0]
+  mask = mask[..., None].astype(xp.float32)
+  return (states * mask).sum(1) / xp.maximum(mask.sum(1), 1.0)
 
 
 # --------------------------------------------------------------------------

@@ -3,16 +3,32 @@
 For every task: read the official layout (`xtreme_readers`), fine-tune a task
 model (zero-shot: on English, SQuAD for XQuAD / MLQA, English TyDiQA-GoldP for
 TyDiQA; or in-language for POS / NER / TyDiQA, see `FinetuneSettings.setting`),
-predict the test set of every language, and write
-the leaderboard submission `<run_dir>/submission/<task>/test-<lg>.tsv|json`.
-BUCC and Tatoeba use sentence embeddings (mean of a chosen layer) of the
-pretrained encoder. With a labels folder, the submission is scored
-(`scorer.score_submission`) and the report (tables, plots) is written.
+predict the test set of every language, and write the leaderboard submission
+`<run_dir>/submission/<task>/test-<lg>.tsv|json`. BUCC and Tatoeba use
+sentence embeddings of the pretrained encoder (`RetrievalSettings`). With a
+labels folder, the submission is scored (`scorer.score_submission`) and the
+report (tables, plots) is written.
 
-Each fine-tuned model lives in its own resumable run directory
-`<run_dir>/models/<name>`: a re-run reuses finished models (predictions are
-recomputed, cheaply). Settings other than zero-shot write to
-`<run_dir>/submission-<setting>/`.
+Recipes. Each fine-tuned task has its own `TaskSettings` (epochs, batch,
+learning rate, warm-up, weight decay, max length, QA stride, dev evaluation
+interval and checkpoint selection); `gin_configs/runs/xtreme.gin` binds the
+official scripts' recipe per task with Gin scopes (`xnli/xtreme.TaskSettings`,
+...). XQuAD and MLQA share the SQuAD model and its settings (key `squad`).
+
+Every fine-tuned model lives in its own resumable run directory
+`<run_dir>/models/<name>`: a re-run reuses finished models. After fine-tuning,
+the first `train_accuracy_examples` training examples are predicted once (the
+training accuracy); each model's loss history, steps and training accuracy go
+to `<run_dir>/runs.json` and the report (`results["runs"]`).
+
+Re-runs skip finished predictions: beside each submission folder,
+`<folder>.records.json` holds, per prediction file, a digest of what made it
+(the model directory's `run_config.json` and summary, or for retrieval the
+encoder and its settings; the prediction settings; path, size and mtime of
+every input file) and of the file's own content. A file is rewritten only when
+that digest changed (a retrained model, edited data, new settings) or the file
+no longer matches; a model whose predictions are all up to date is not loaded.
+Settings other than zero-shot write to `<run_dir>/submission-<setting>/`.
 
 Translation settings (`xtreme_translations`; files under `translations_dir`,
 default `<data_dir>/translations`, a copy of gs://xtreme_translations):
@@ -26,10 +42,10 @@ default `<data_dir>/translations`, a copy of gs://xtreme_translations):
   directory as zero_shot) predicts the test set translated into English
   (xnli, pawsx, xquad, mlqa); predictions are written under the ORIGINAL
   language's file `test-<lg>.tsv|json`, mapped back line by line (classification)
-  or by question id (QA). For QA the predicted answer is the English span:
-  mapping it back into the source language would need an alignment the
-  translation files do not carry, so QA translate-test scores against the
-  source-language gold are a lower bound.
+  or by question id (QA; the translated ids must cover the original ones). For
+  QA the predicted answer is the English span: mapping it back into the source
+  language would need an alignment the translation files do not carry, so QA
+  translate-test scores against the source-language gold are a lower bound.
 
 Tasks without translations (panx, udpos, bucc2018, tatoeba) stay zero-shot in
 these settings, as the in-language settings do for tasks without in-language
@@ -41,25 +57,33 @@ and scored against the gold inside the pseudo files (written to
 `evaluation.scorer.score_file`; the scores go to
 `<run_dir>/scores-<setting>-pseudo.json`.
 
-All benchmark data is read through `XtremeRunner.read` and every on-disk
-availability check goes through `available`.
+Everything a user can get wrong (task, language, setting, recipe, a missing
+labels folder or data file) is checked before any training (`check_run`).
+Progress: one line or bar per phase (the Trainer's bar per fine-tuned model,
+one bar per task for predicting and for retrieval); details go to
+`logging.info`. All benchmark data is read through `XtremeRunner.read` and
+every on-disk availability check goes through `available`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
+import math
 import os
-from typing import Any, Optional, Sequence, Union
+import sys
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm.auto import tqdm
 
-from xtreme_jax import atomic
+from xtreme_jax import atomic, errors
 from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translations as translations
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.qa_features import qa_windows
@@ -78,11 +102,11 @@ from xtreme_jax.runs.train import describe, pretrained_loader
 from xtreme_jax.training.checkpoints import claim_run_directory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
+from xtreme_jax.training import validation as v
 from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
-PANX_TAGS = ("B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER", "O")
-UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
-             "PUNCT", "SCONJ", "SYM", "VERB", "X")
+PANX_TAGS = readers.PANX_TAGS
+UPOS_TAGS = readers.UPOS_TAGS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +114,7 @@ class TaskRecipe:
   kind: str                      # classification | tagging | qa | bucc | tatoeba
   train: Optional[tuple] = None  # (reader task, language, split) of the English training data
   labels: tuple = ()
-  model_name: str = ""           # zero-shot run sub-directory; tasks sharing training data share a model
+  model_name: str = ""           # zero-shot model directory and settings key; tasks sharing training data share both
 
 
 RECIPES = {
@@ -105,6 +129,8 @@ RECIPES = {
     "tatoeba": TaskRecipe("tatoeba"),
 }
 TASKS = tuple(RECIPES)
+RETRIEVAL_TASKS = tuple(t for t, r in RECIPES.items() if r.kind in ("bucc", "tatoeba"))
+FINETUNED = tuple(dict.fromkeys(r.model_name for r in RECIPES.values() if r.model_name))  # settings keys
 IN_LANGUAGE_TASKS = ("panx", "udpos", "tydiqa")
 TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
 SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_multi") + TRANSLATION_SETTINGS
@@ -112,28 +138,140 @@ SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_mult
 TRANSLATE_TRAIN_SOURCE = {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad", "tydiqa": "tydiqa"}
 TRANSLATE_TEST_TASKS = ("xnli", "pawsx", "xquad", "mlqa")
 TRANSLATION_KINDS = translations.KINDS
+SELECTIONS = ("english_dev", "mean_dev", "final")
+HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, mean loss] points
+
+
+# -- settings ----------------------------------------------------------------
+
+def _require(ok: bool, message: str) -> None:
+  if not ok:
+    raise errors.ConfigError(message)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSettings:
+  """The fine-tuning recipe of one task (defaults: the official scripts' XNLI / PAWS-X recipe).
+
+  `seq_len` is the maximum length in subword tokens (QA: of one window of the
+  question and the context, windows `doc_stride` tokens apart). `batch_size`
+  is the effective (global) batch; `accum_steps` splits it into micro-batches.
+  `eval_every` (updates between dev evaluations) and `selection` choose the
+  checkpoint that predicts the test sets (`english_dev`: best English dev
+  score, as the official scripts; `mean_dev`: best mean over the dev
+  languages, as XGLUE and FILTER; `final`: the last update, as the official QA
+  scripts). Both are stored (and part of the model's fingerprint) but wired in
+  the next pass: today the final model predicts (`runs.json` says so).
+  """
+
+  epochs: float = 5.0
+  batch_size: int = 32
+  accum_steps: int = 1
+  seq_len: int = 128
+  doc_stride: int = 128
+  max_query_len: int = 64
+  max_answer_len: int = 30
+  tagging_context: Optional[int] = None  # default: half of seq_len (64 of 128, as Wu & Dredze)
+  optimizer: OptimizerConfig = OptimizerConfig(learning_rate=2e-5, warmup_ratio=0.0, warmup_steps=0,
+                                              weight_decay=0.0)
+  eval_every: Optional[int] = None
+  selection: str = "english_dev"
+
+  def __post_init__(self):
+    v.require(self, "epochs", v.positive, "a number > 0")
+    for name in ("batch_size", "accum_steps", "seq_len", "doc_stride", "max_query_len", "max_answer_len"):
+      v.require(self, name, v.positive_int, "a positive integer")
+    v.require(self, "batch_size", lambda b: b % self.accum_steps == 0,
+              f"a multiple of accum_steps ({self.accum_steps})")
+    v.require(self, "tagging_context", v.optional(v.non_negative_int), "None or an integer >= 0")
+    v.require(self, "optimizer", lambda o: isinstance(o, OptimizerConfig), "an optim.OptimizerConfig")
+    v.require(self, "eval_every", v.optional(v.positive_int), "None or a positive integer")
+    v.require(self, "selection", lambda x: x in SELECTIONS, f"one of {SELECTIONS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalSettings:
+  """Sentence embeddings for BUCC / Tatoeba, as the official `run_retrieval.py` makes them.
+
+  The states of hidden layer `layer` (0 = the embedding output, i = the
+  output of encoder layer i; None: `official_layer`) of each sentence cut to
+  `seq_len` tokens, pooled by `pool`: `cls` (the first token: the official
+  BUCC script's `--pool_type cls`) or `mean` (over the real tokens: the
+  Tatoeba script's default, which the XTREME paper's analysis prefers).
+  """
+
+  pool: str = "mean"
+  layer: Optional[int] = None
+  seq_len: int = 512
+  batch_size: int = 32
+
+  def __post_init__(self):
+    v.require(self, "pool", lambda x: x in retrieval.POOLINGS, f"one of {retrieval.POOLINGS}")
+    v.require(self, "layer", v.optional(v.non_negative_int), "None or an integer >= 0")
+    v.require(self, "seq_len", lambda x: v.is_int(x) and x >= 3, "an integer >= 3")
+    v.require(self, "batch_size", v.positive_int, "a positive integer")
+
+
+def official_layer(task: str, num_layers: int) -> int:
+  """The hidden layer the official scripts embed `task` with (0 = embeddings, i = after layer i).
+
+  `run_retrieval.py` keeps the last `--num_layers` (default 12) of the L + 1
+  hidden states and takes index `--specific_layer` (default 7) of those, i.e.
+  layer L - num_layers + 1 + specific_layer. `run_bucc2018.sh` passes neither:
+  L - 4, so 8 for 12-layer models (mBERT, XLM-R base) and 20 for XLM-R large.
+  `run_tatoeba.sh` passes (12, 7) for mBERT (layer 8) and (24, 13) for XLM-R
+  large (layer 14); it gives xlm-roberta-base the large model's (24, 13),
+  which indexes past a 12-layer model's states, so 12-layer models get
+  mBERT's layer 8 here. Models under 12 layers (no script setting): 2L // 3,
+  mBERT's depth ratio, at least 1.
+  """
+  if num_layers < 12:
+    return max(1, 2 * num_layers // 3)
+  kept, index = (24, 13) if task == "tatoeba" and num_layers >= 24 else (12, 7)
+  return num_layers - kept + 1 + index
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuneSettings:
-  """Fine-tuning hyper-parameters shared by the tasks (mBERT recipe defaults)."""
+  """The run's setting and every task's recipe.
 
-  epochs: float = 2.0
-  batch_size: int = 32
-  seq_len: int = 128
-  tagging_context: Optional[int] = None  # default: half of seq_len (64 of 128, as Wu & Dredze)
-  qa_seq_len: int = 384
-  doc_stride: int = 128
-  max_query_len: int = 64
-  max_answer_len: int = 30
-  optimizer: OptimizerConfig = OptimizerConfig()
-  log_every: int = 50
-  seed: int = 0
+  `tasks` maps each fine-tuned task (`FINETUNED`: xnli, pawsx, udpos, panx,
+  squad (the model of XQuAD and MLQA), tydiqa) to its `TaskSettings` and each
+  retrieval task (bucc2018, tatoeba) to its `RetrievalSettings`; a task not
+  given gets the defaults. After fine-tuning, the first
+  `train_accuracy_examples` training examples (None: all) are predicted once
+  to measure the training accuracy.
+  """
+
   setting: str = "zero_shot"  # one of SETTINGS
+  tasks: Mapping[str, Union[TaskSettings, RetrievalSettings]] = dataclasses.field(default_factory=dict)
+  seed: int = 0
+  log_every: int = 50
+  train_accuracy_examples: Optional[int] = 2000
 
   def __post_init__(self):
-    if self.setting not in SETTINGS:
-      raise ValueError(f"setting={self.setting!r}; expected one of {SETTINGS}")
+    v.require(self, "setting", lambda x: x in SETTINGS, f"one of {SETTINGS}")
+    v.require(self, "tasks", lambda x: isinstance(x, Mapping), "a dict {task: settings}")
+    v.require(self, "train_accuracy_examples", v.optional(v.positive_int), "None or a positive integer")
+    unknown = sorted(set(self.tasks) - set(FINETUNED) - set(RETRIEVAL_TASKS))
+    _require(not unknown, f"FinetuneSettings.tasks: unknown key(s) {unknown}; valid: "
+             f"{list(FINETUNED + RETRIEVAL_TASKS)} (XQuAD and MLQA fine-tune the 'squad' model)")
+    for key, value in self.tasks.items():
+      want = RetrievalSettings if key in RETRIEVAL_TASKS else TaskSettings
+      _require(isinstance(value, want), f"FinetuneSettings.tasks[{key!r}] is a {type(value).__name__}; "
+               f"expected xtreme.{want.__name__}")
+
+  def recipe(self, key: str) -> TaskSettings:
+    """The `TaskSettings` of fine-tuned task `key` (a `FINETUNED` name)."""
+    return self.tasks.get(key, TaskSettings())
+
+  def retrieval(self, task: str) -> RetrievalSettings:
+    return self.tasks.get(task, RetrievalSettings())
+
+
+def max_length(config: TransformerConfig) -> int:
+  """The longest input the model's position table allows (RoBERTa positions start after the pad id)."""
+  return config.max_positions - (config.pad_token_id + 1 if config.position_style == "roberta" else 0)
 
 
 def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[Sequence[str]]) -> list[str]:
@@ -144,18 +282,20 @@ def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[
   if isinstance(data, str):
     data = XtremeData("official", data)
   valid = readers.TASKS[task].languages["test"]
-  if languages:
+  _require(not (data.source == "tfds" and task == "bucc2018"),
+           "bucc2018 cannot run on TFDS: the `bucc` builder holds only the gold pairs, not the corpora "
+           "BUCC mines from; drop it from TASKS or use DATA_SOURCE='official'")
+  if languages is not None:
+    _require(not isinstance(languages, str) and all(isinstance(lg, str) for lg in languages),
+             f"LANGUAGES[{task!r}]={languages!r}; expected a list of language codes")
     unknown = sorted(set(languages) - set(valid))
-    if unknown:
-      raise ValueError(f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
+    _require(not unknown, f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
+    _require(bool(languages), f"LANGUAGES[{task!r}] is empty; drop {task} from TASKS instead")
     return list(languages)
-  if data.source == "tfds" and task == "bucc2018":
-    raise ValueError("bucc2018 cannot run on TFDS: the `bucc` builder holds only the gold pairs, not the corpora "
-                     "BUCC mines from; drop it from TASKS or use DATA_SOURCE='official'")
   found = [lg for lg in valid if data.available(task, lg, "test")]
   if not found:
-    raise FileNotFoundError(f"{task}: no test set for any language in the {data.source} data at {data.data_dir} "
-                            f"(expected e.g. {data.location(task, valid[0], 'test')})")
+    raise errors.MissingInputError(f"{task}: no test set for any language in the {data.source} data at "
+                                   f"{data.data_dir} (expected e.g. {data.location(task, valid[0], 'test')})")
   return found
 
 
@@ -167,7 +307,7 @@ def classification_features(examples, vocab, recipe, seq_len, training):
   for ex in examples:
     f = encode_pair(vocab, [ex["text_a"], ex["text_b"]], seq_len)
     if training and ex["label"] not in index:
-      raise ValueError(f"example {ex['id']}: label {ex['label']!r} is not one of {list(recipe.labels)}")
+      raise errors.DataError(f"example {ex['id']}: label {ex['label']!r} is not one of {list(recipe.labels)}")
     f["labels"] = np.asarray(index[ex["label"]] if training else 0, np.int32)
     f["example_weights"] = np.asarray(1.0, np.float32)
     out.append(f)
@@ -176,10 +316,10 @@ def classification_features(examples, vocab, recipe, seq_len, training):
 
 def tagging_features(examples, vocab, recipe, settings, training):
   label_map = {t: i for i, t in enumerate(recipe.labels)}
+  context = settings.tagging_context if settings.tagging_context is not None else settings.seq_len // 2
   windows, owners = [], []
   for i, ex in enumerate(examples):
     tags = ex["tags"] if training else None
-    context = settings.tagging_context if settings.tagging_context is not None else settings.seq_len // 2
     for w in tagging_windows(ex["tokens"], vocab, settings.seq_len, context, tags, label_map):
       windows.append(w)
       owners.append(i)
@@ -187,12 +327,13 @@ def tagging_features(examples, vocab, recipe, settings, training):
 
 
 def qa_features(examples, vocab, settings, training):
-  out = []
-  for ex in examples:
-    for w in qa_windows(ex, vocab, settings.qa_seq_len, settings.doc_stride, settings.max_query_len, training):
+  windows, owners = [], []
+  for i, ex in enumerate(examples):
+    for w in qa_windows(ex, vocab, settings.seq_len, settings.doc_stride, settings.max_query_len, training):
       w["example_weights"] = np.asarray(1.0, np.float32)
-      out.append(w)
-  return out
+      windows.append(w)
+      owners.append(i)
+  return windows, owners
 
 
 MODEL_KEYS = {
@@ -205,18 +346,117 @@ QA_PREDICT_KEYS = ("input_ids", "input_mask", "token_type_ids", "example_weights
 
 def _model(recipe: TaskRecipe, config: TransformerConfig):
   if recipe.kind == "classification":
-    return ClassificationModel(config, len(recipe.labels), "roberta" if config.position_style == "roberta" else "pooler")
+    head = "roberta" if config.position_style == "roberta" else "pooler"
+    return ClassificationModel(config, len(recipe.labels), head)
   if recipe.kind == "tagging":
     return TaggingModel(config, len(recipe.labels))
   return QaModel(config)
 
 
-def _features(recipe, examples, vocab, settings, training):
+def _features(recipe, examples, vocab, settings: TaskSettings, training: bool) -> tuple[list, list]:
+  """(model windows, index of the example each window belongs to)."""
   if recipe.kind == "classification":
-    return classification_features(examples, vocab, recipe, settings.seq_len, training), None
+    return classification_features(examples, vocab, recipe, settings.seq_len, training), list(range(len(examples)))
   if recipe.kind == "tagging":
     return tagging_features(examples, vocab, recipe, settings, training)
-  return qa_features(examples, vocab, settings, training), None
+  return qa_features(examples, vocab, settings, training)
+
+
+def train_accuracy(recipe: TaskRecipe, examples: Sequence[dict], predicted) -> float:
+  """Accuracy x100 of predictions on training examples: labels (classification), words (tagging), or
+  SQuAD exact match over the questions that have a prediction (QA, `predicted` = {id: answer})."""
+  if recipe.kind == "classification":
+    return metrics.accuracy(predicted, [ex["label"] for ex in examples])
+  if recipe.kind == "tagging":
+    return metrics.pos_token_accuracy(predicted, [ex["tags"] for ex in examples])
+  answered = [ex for ex in examples if ex["id"] in predicted]
+  hits = sum(max(metrics.qa_exact_match(predicted[ex["id"]], gold) for gold in ex["answers"]["text"])
+             for ex in answered)
+  return 100.0 * hits / max(1, len(answered))
+
+
+def loss_history(records: Sequence[Mapping], points: int = HISTORY_POINTS) -> list[list]:
+  """[[step, loss], ...] from the Trainer's per-step records; beyond `points` records, the mean loss of
+  consecutive equal-sized buckets at each bucket's last step."""
+  pairs = [(int(r["step"]), float(r["loss"])) for r in records if "loss" in r]
+  size = max(1, math.ceil(len(pairs) / points))
+  buckets = [pairs[i:i + size] for i in range(0, len(pairs), size)]
+  return [[b[-1][0], sum(loss for _, loss in b) / len(b)] for b in buckets]
+
+
+# -- bookkeeping: progress, records of finished predictions ----------------------
+
+def _say(message: str) -> None:
+  """One status line (process 0), printed without breaking an open progress bar."""
+  if jax.process_index() == 0:
+    tqdm.write(message)
+
+
+def _progress(items: Sequence, desc: str, unit: str = "lang", leave: bool = True, min_items: int = 0) -> tqdm:
+  """A progress bar over `items` (process 0, at least `min_items` of them; sparse updates when stderr is not
+  a terminal, as the Trainer's bar)."""
+  return tqdm(items, desc=desc, unit=unit, leave=leave, disable=jax.process_index() != 0 or len(items) < min_items,
+              dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
+
+
+def _normalized(obj: Any) -> Any:
+  return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def _digest(obj: Any) -> str:
+  return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _file_digest(path: str) -> Optional[str]:
+  try:
+    with open(path, "rb") as f:
+      return hashlib.sha256(f.read()).hexdigest()
+  except OSError:
+    return None
+
+
+def _stamp(path: str) -> list:
+  """[path, size, mtime_ns] of a file or folder, [path] if there is none (or it is not a local path)."""
+  try:
+    st = os.stat(path)
+  except (OSError, ValueError):
+    return [path]
+  return [path, st.st_size, st.st_mtime_ns]
+
+
+def _read_json(path: str) -> Optional[Any]:
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+class PredictionRecords:
+  """`<submission folder>.records.json`: per prediction file, what made it and a digest of its content.
+
+  `up_to_date(path, made_by)` holds when the file still has the recorded
+  content and was made by the same `made_by` digest (see
+  `XtremeRunner.made_by`); None (a model not finished yet) never is.
+  """
+
+  def __init__(self, directory: str):
+    self.directory = directory
+    self.path = directory.rstrip(os.sep) + ".records.json"
+    self.entries = _read_json(self.path) or {}
+
+  def up_to_date(self, path: str, made_by: Optional[str]) -> bool:
+    entry = self.entries.get(os.path.relpath(path, self.directory))
+    return made_by is not None and entry == {"made_by": made_by, "content": _file_digest(path)}
+
+  def record(self, path: str, made_by: Optional[str]) -> None:
+    name = os.path.relpath(path, self.directory)
+    if made_by is None:
+      self.entries.pop(name, None)
+    else:
+      self.entries[name] = {"made_by": made_by, "content": _file_digest(path)}
+    if jax.process_index() == 0:
+      atomic.write_json(self.path, self.entries)
 
 
 # -- one task ----------------------------------------------------------------
@@ -237,6 +477,9 @@ class XtremeRunner:
     self.pseudo_submission = os.path.join(run_dir, f"submission-{settings.setting}-pseudo")
     self.pseudo_labels = os.path.join(run_dir, "pseudo-labels")
     self._model_in_memory = (None, None)
+    self._records: dict[str, PredictionRecords] = {}
+    self.models: dict[str, str] = {}  # every fine-tuned model this run used -> its settings key
+    self.empty_answers: dict[str, dict[str, int]] = {}  # task -> language -> questions without an answer
 
   def read(self, task: str, language: str, split: str):
     """Every read of benchmark data goes through here: an official split, or a translation kind."""
@@ -246,10 +489,22 @@ class XtremeRunner:
     """Whether `read(task, language, split)` has data to read."""
     return self.data.available(task, language, split)
 
-  def _write(self, task: str, language: str, suffix: str, text: str, directory: Optional[str] = None) -> str:
-    path = os.path.join(directory or self.submission, task, f"test-{language}.{suffix}")
+  def records(self, directory: str) -> PredictionRecords:
+    if directory not in self._records:
+      self._records[directory] = PredictionRecords(directory)
+    return self._records[directory]
+
+  def prediction_path(self, task: str, language: str, directory: Optional[str] = None) -> str:
+    suffix = "json" if RECIPES[task].kind == "qa" else "tsv"
+    return os.path.join(directory or self.submission, task, f"test-{language}.{suffix}")
+
+  def _write_prediction(self, task: str, language: str, split: str, text: str,
+                        directory: Optional[str] = None) -> str:
+    path = self.prediction_path(task, language, directory)
     if jax.process_index() == 0:
       atomic.write_text(path, text)
+    self.records(directory or self.submission).record(path, self.made_by(task, language, split))
+    logging.info("wrote %s", path)
     return path
 
   def training_set(self, task: str, language: str) -> tuple[str, tuple, Optional[int]]:
@@ -284,54 +539,10 @@ class XtremeRunner:
     if setting == "in_language_multi":
       return f"{task}_all", tuple((task, lg, "train") for lg in train_langs
                                   if self.available(task, lg, "train")), None
-    if language not in train_langs:
-      raise ValueError(f"{task}: {language} has no training split for the {setting} setting; "
-                       f"languages with one: {list(train_langs)}")
+    _require(language in train_langs, f"{task}: {language} has no training split for the {setting} setting; "
+             f"languages with one: {list(train_langs)}")
     few = setting == "in_language_fewshot"
     return f"{task}_{language}" + ("_fewshot1000" if few else ""), ((task, language, "train"),), 1000 if few else None
-
-  def finetuned(self, task: str, language: str):
-    """(trainer, params) of the model `task` uses for `language` (one model in memory at a time)."""
-    name, sources, limit = self.training_set(task, language)
-    if self._model_in_memory[0] != name:
-      self._model_in_memory = (name, self._finetune(task, name, sources, limit))
-    return self._model_in_memory[1]
-
-  def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
-    """Train (or resume, or reload when finished) `name` in its own run directory."""
-    s, recipe = self.settings, RECIPES[task]
-    examples = [ex for src in sources for ex in self.read(*src)[:limit]]
-    features, _ = _features(recipe, examples, self.vocab, s, training=True)
-    model = _model(recipe, self.config)
-    source = FeatureListSource(features, s.batch_size, s.seed,
-                               weight_keys=("label_weights",) if recipe.kind == "tagging" else ("example_weights",),
-                               model_keys=MODEL_KEYS[recipe.kind])
-    steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
-    run_dir = os.path.join(self.run_dir, "models", name)
-    trained_by = {k: v for k, v in describe(s).items() if k not in ("setting", "log_every")}  # not model-changing
-    fingerprint = {"mode": "xtreme-finetune", "model": describe(model), "train": sources,
-                   "limit": limit, "settings": trained_by, "steps": steps,
-                   "init_checkpoint": self.init_checkpoint, "vocabulary": self.vocabulary,
-                   "data_dir": os.path.abspath(self.data_dir) if self.data_dir else None}
-    if self.data.source != "official":  # only then: older run dirs stay valid
-      fingerprint["data_source"] = self.data.source
-    if any(src[2] in TRANSLATION_KINDS for src in sources):  # only then: older run dirs stay valid
-      fingerprint["translations"] = [self.data.location(*src) for src in sources if src[2] in TRANSLATION_KINDS]
-    claim_run_directory(run_dir, fingerprint)
-    trainer = Trainer(model, s.optimizer, TrainerConfig(train_steps=steps, log_every=min(s.log_every, steps),
-                                                        checkpoint_every=steps, keep_checkpoints=1, seed=s.seed),
-                      self.partition, run_dir)
-    logging.info("fine-tuning %s on %d windows of %s for %d steps", name, len(features), sources, steps)
-    state, _ = trainer.fit(source, None, pretrained_loader(self.init_checkpoint, self.config))
-    trainer.checkpointer.close()
-    return trainer, state.params
-
-  def _predict(self, trainer, params, features, keys) -> list:
-    source = FeatureListSource(features, self.settings.batch_size, model_keys=keys,
-                               weight_keys=(keys[-1],))
-    outs = list(trainer.predict(params, source.eval_batches(jax.process_index(), jax.process_count())))
-    merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
-    return jax.tree_util.tree_map(lambda x: x[: len(features)], merged)
 
   def test_split(self, task: str, language: str, pseudo: bool = False) -> str:
     """The split predicted for `language`: test, translate_test (translate_test setting) or pseudo_test."""
@@ -342,39 +553,229 @@ class XtremeRunner:
       return "translate_test"
     return "test"
 
-  def predict_language(self, task: str, language: str, pseudo: bool = False) -> str:
-    """Predicts the test set of `language` (the translated / pseudo one where the setting says so)."""
+  def check_inputs(self, task: str, language: str) -> None:
+    """The test data of (task, language) and the training data of its model exist; translated QA test
+    sets cover the original questions. Raises `errors.MissingInputError` / `errors.DataError`."""
+    split = self.test_split(task, language)
+    needed = [(task, language, split)]
+    if task not in RETRIEVAL_TASKS:
+      needed += list(self.training_set(task, language)[1])
+    for src in needed:
+      if not self.available(*src):
+        raise errors.MissingInputError(f"{src[0]} {src[2]} data for {src[1]} not found: expected "
+                                       f"{self.data.location(*src)}")
+    if split == "translate_test" and RECIPES[task].kind == "qa":
+      translated = {ex["id"] for ex in self.read(task, language, split)}
+      missing = [ex["id"] for ex in self.read(task, language, "test") if ex["id"] not in translated]
+      if missing:
+        raise errors.DataError(f"{task} translate_test {language}: {self.data.location(task, language, split)} "
+                               f"lacks {len(missing)} question id(s) of {self.data.location(task, language, 'test')}, "
+                               f"e.g. {missing[:3]}; translated questions must keep their original ids")
+
+  # -- fine-tuned models -----------------------------------------------------
+
+  def model_dir(self, name: str) -> str:
+    return os.path.join(self.run_dir, "models", name)
+
+  def model_spec(self, task: str, name: str, sources: tuple, limit: Optional[int]) -> dict:
+    """What defines fine-tuned model `name`, short of its step count (which needs the featurised data)."""
     recipe = RECIPES[task]
+    settings = describe(self.settings.recipe(recipe.model_name))
+    spec = {"mode": "xtreme-finetune", "model": describe(_model(recipe, self.config)), "train": sources,
+            "limit": limit, "settings": {**settings, "seed": self.settings.seed},
+            "init_checkpoint": self.init_checkpoint, "vocabulary": self.vocabulary,
+            "data_dir": os.path.abspath(self.data_dir) if self.data_dir else None}
+    if self.data.source != "official":
+      spec["data_source"] = self.data.source
+    if any(src[2] in TRANSLATION_KINDS for src in sources):
+      spec["translations"] = [self.data.location(*src) for src in sources if src[2] in TRANSLATION_KINDS]
+    return spec
+
+  def finished_model(self, name: str, summary: Optional[dict] = None) -> Optional[dict]:
+    """{"config", "summary", "identity"} of model `name` when its directory holds a finished run, else None.
+
+    The identity digests the directory's `run_config.json` and its summary's
+    steps, losses and best checkpoint: a retrained model gets a new one.
+    `summary`: the one `Trainer.fit` returned (the same on every process),
+    instead of reading `summary.json`.
+    """
+    run_dir = self.model_dir(name)
+    config = _read_json(os.path.join(run_dir, "run_config.json"))
+    summary = summary if summary is not None else _read_json(os.path.join(run_dir, "summary.json"))
+    finished = isinstance(config, dict) and isinstance(summary, dict) and summary.get("train_steps") == config.get("steps")
+    if not finished:
+      return None
+    stable = {k: summary.get(k) for k in ("train_steps", "first_loss", "final_loss", "best")}
+    return {"config": config, "summary": summary, "identity": _digest({"config": config, "summary": stable})}
+
+  def finetuned(self, task: str, language: str):
+    """(trainer, params) of the model `task` uses for `language` (one model in memory at a time)."""
+    name, sources, limit = self.training_set(task, language)
+    self.models.setdefault(name, RECIPES[task].model_name)
+    if self._model_in_memory[0] != name:
+      self._model_in_memory = (None, None)  # free the previous model first
+      self._model_in_memory = (name, self._finetune(task, name, sources, limit))
+    return self._model_in_memory[1]
+
+  def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
+    """Train (or resume, or reload when finished) `name` in its own run directory."""
+    recipe = RECIPES[task]
+    s = self.settings.recipe(recipe.model_name)
+    examples = [ex for src in sources for ex in self.read(*src)[:limit]]
+    features, owners = _features(recipe, examples, self.vocab, s, training=True)
+    model = _model(recipe, self.config)
+    source = FeatureListSource(features, s.batch_size, self.settings.seed,
+                               weight_keys=("label_weights",) if recipe.kind == "tagging" else ("example_weights",),
+                               model_keys=MODEL_KEYS[recipe.kind])
+    steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
+    run_dir = self.model_dir(name)
+    claim_run_directory(run_dir, {**self.model_spec(task, name, sources, limit), "steps": steps})
+    trainer = Trainer(model, s.optimizer,
+                      TrainerConfig(train_steps=steps, accum_steps=s.accum_steps,
+                                    log_every=min(self.settings.log_every, steps), checkpoint_every=steps,
+                                    keep_checkpoints=1, seed=self.settings.seed),
+                      self.partition, run_dir)
+    _say(f"fine-tuning {name}: {len(examples)} examples ({len(features)} windows), {steps} steps")
+    logging.info("fine-tuning %s on %s", name, sources)
+    state, summary = trainer.fit(source, None, pretrained_loader(self.init_checkpoint, self.config))
+    trainer.close()
+    self._measure_train_accuracy(recipe, s, name, summary, trainer, state.params, examples, features, owners)
+    return trainer, state.params
+
+  def _measure_train_accuracy(self, recipe, s, name, summary, trainer, params, examples, features, owners) -> None:
+    """Predict the first `train_accuracy_examples` training examples once; saved beside the model."""
+    n = len(examples) if self.settings.train_accuracy_examples is None else self.settings.train_accuracy_examples
+    keep = [k for k, owner in enumerate(owners) if owner < n]
+    model = self.finished_model(name, summary)
+    path = os.path.join(self.model_dir(name), "train_accuracy.json")
+    if not keep or model is None or (_read_json(path) or {}).get("model") == model["identity"]:
+      return  # nothing to predict, or measured when this model was trained
+    subset = examples[:n]
+    predicted = self._decode(recipe, s, trainer, params, subset, [features[k] for k in keep],
+                             [owners[k] for k in keep])
+    if jax.process_index() == 0:
+      atomic.write_json(path, {"model": model["identity"], "examples": len(subset),
+                               "train_accuracy": train_accuracy(recipe, subset, predicted)})
+
+  def run_entry(self, name: str) -> Optional[dict]:
+    """runs.json's entry of model `name`: task (settings key), criterion, selected step, steps, loss history,
+    training accuracy (None when unmeasured); None while the model is not finished."""
+    model = self.finished_model(name)
+    if model is None:
+      return None
+    summary, steps = model["summary"], model["summary"]["train_steps"]
+    measured = _read_json(os.path.join(self.model_dir(name), "train_accuracy.json")) or {}
+    return {"task": self.models.get(name, name), "criterion": "final", "selected_step": steps, "train_steps": steps,
+            "history": loss_history(summary.get("history", [])),
+            "train_accuracy": measured.get("train_accuracy") if measured.get("model") == model["identity"] else None}
+
+  def write_runs(self) -> dict:
+    """{model: run_entry} of every model this run used, merged into `<run_dir>/runs.json`."""
+    runs = {name: entry for name in self.models if (entry := self.run_entry(name)) is not None}
+    if jax.process_index() == 0 and runs:
+      path = os.path.join(self.run_dir, "runs.json")
+      atomic.write_json(path, {**(_read_json(path) or {}), **runs})
+    return runs
+
+  # -- predictions -------------------------------------------------------------
+
+  def _predict(self, trainer, params, features, keys, batch_size: int) -> Any:
+    source = FeatureListSource(features, batch_size, model_keys=keys, weight_keys=(keys[-1],))
+    outs = list(trainer.predict(params, source.eval_batches(jax.process_index(), jax.process_count())))
+    merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
+    return jax.tree_util.tree_map(lambda x: x[: len(features)], merged)
+
+  def _decode(self, recipe, s: TaskSettings, trainer, params, examples, features, owners):
+    """Per-example predictions: a label (classification), a tag list (tagging), or {id: answer} (QA)."""
+    if recipe.kind == "classification":
+      logits = self._predict(trainer, params, features, MODEL_KEYS["classification"], s.batch_size)
+      return [recipe.labels[i] for i in logits.argmax(-1)]
+    if recipe.kind == "tagging":
+      predicted = self._predict(trainer, params, features, MODEL_KEYS["tagging"], s.batch_size).argmax(-1)
+      windows: dict[int, list[int]] = {}
+      for k, owner in enumerate(owners):
+        windows.setdefault(owner, []).append(k)
+      return [[recipe.labels[t] for t in merge_window_predictions(
+          [features[k] for k in windows[i]], predicted[windows[i]], len(ex["tokens"]))]
+              for i, ex in enumerate(examples)]
+    out = self._predict(trainer, params, features, QA_PREDICT_KEYS, s.batch_size)
+    return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=s.max_answer_len)
+
+  def made_by(self, task: str, language: str, split: str) -> Optional[str]:
+    """Digest of everything that makes the prediction of (task, language, split): the finished model
+    (None while it is not) or the retrieval encoder and settings, and the input files' stamps."""
+    if task in RETRIEVAL_TASKS:
+      maker = {"encoder": self._encoder_identity(),
+               "retrieval": {**describe(self.settings.retrieval(task)), "layer": self.retrieval_layer(task)}}
+    else:
+      name, sources, limit = self.training_set(task, language)
+      model = self.finished_model(name)
+      if model is None or any(model["config"].get(k) != v for k, v in
+                              _normalized(self.model_spec(task, name, sources, limit)).items()):
+        return None
+      maker = {"model": model["identity"]}  # its run_config.json holds the task's settings
+    return _digest({"task": task, "language": language, "split": split, **maker,
+                    "inputs": [_stamp(p) for p in self._input_paths(task, language, split)]})
+
+  def _input_paths(self, task: str, language: str, split: str) -> list[str]:
+    """Every file (TFDS: the builder location) that predicting (task, language, split) reads."""
+    splits = [split] + (["test"] if split == "translate_test" else []) + (["dev"] if task == "bucc2018" else [])
+    out = []
+    for sp in splits:
+      if task in RETRIEVAL_TASKS and self.data.source == "official":
+        out += [readers.file_path(task, self.data_dir, language, sp, part) for part in readers.PATHS[task]]
+      else:
+        out.append(self.data.location(task, language, sp))
+    return out
+
+  def predict_task(self, task: str, languages: Sequence[str], pseudo: bool = False) -> None:
+    """Predicts `task` for `languages`, model by model; prediction files that are up to date are kept."""
+    directory = self.pseudo_submission if pseudo else self.submission
+    groups: dict[str, list[str]] = {}
+    for lg in languages:
+      name = self.training_set(task, lg)[0]
+      self.models.setdefault(name, RECIPES[task].model_name)
+      made_by = self.made_by(task, lg, self.test_split(task, lg, pseudo))
+      if not self.records(directory).up_to_date(self.prediction_path(task, lg, directory), made_by):
+        groups.setdefault(name, []).append(lg)
+    kept = len(languages) - sum(len(g) for g in groups.values())
+    if kept:
+      _say(f"{task}{' (pseudo test)' if pseudo else ''}: {kept} of {len(languages)} predictions up to date, kept")
+    for name, todo in groups.items():
+      self.finetuned(task, todo[0])  # fine-tune (its own progress bar) before the prediction bar
+      bar = _progress(todo, f"predict {task}" + (" (pseudo test)" if pseudo else ""))
+      for lg in bar:
+        bar.set_postfix_str(lg, refresh=False)
+        self.predict_language(task, lg, pseudo)
+
+  def predict_language(self, task: str, language: str, pseudo: bool = False) -> str:
+    """Predicts the test set of `language` (the translated / pseudo one where the setting says so); its path."""
+    recipe = RECIPES[task]
+    s = self.settings.recipe(recipe.model_name)
     split = self.test_split(task, language, pseudo)
     examples = self.read(task, language, split)
-    directory = self.pseudo_submission if pseudo else None
     trainer, params = self.finetuned(task, language)
-    features, owners = _features(recipe, examples, self.vocab, self.settings, training=False)
+    features, owners = _features(recipe, examples, self.vocab, s, training=False)
+    predicted = self._decode(recipe, s, trainer, params, examples, features, owners)
     if recipe.kind == "classification":
-      logits = self._predict(trainer, params, features, MODEL_KEYS["classification"])
       # translate_test rows are line-aligned with the original test file (checked by the reader).
-      return self._write(task, language, "tsv", "".join(f"{recipe.labels[i]}\n" for i in logits.argmax(-1)),
-                         directory)
-    if recipe.kind == "tagging":
-      logits = self._predict(trainer, params, features, MODEL_KEYS["tagging"])
-      by_sentence: dict[int, list[int]] = {}
-      for k, owner in enumerate(owners):
-        by_sentence.setdefault(owner, []).append(k)
-      predicted = logits.argmax(-1)
-      lines = []
-      for i, ex in enumerate(examples):
-        mine = by_sentence[i]
-        ids = merge_window_predictions([features[k] for k in mine], predicted[mine], len(ex["tokens"]))
-        lines.append("".join(f"{recipe.labels[t]}\n" for t in ids))
-      return self._write(task, language, "tsv", "\n".join(lines), directory)
-    out = self._predict(trainer, params, features, QA_PREDICT_KEYS)
-    answers = best_spans(features, out["start_logits"], out["end_logits"],
-                         max_answer_len=self.settings.max_answer_len)
-    # translate_test keeps the original question ids (checked by the reader): map back by id, in the
-    # original file's order.
-    order = self.read(task, language, "test") if split == "translate_test" else examples
-    return self._write(task, language, "json", json.dumps({ex["id"]: answers.get(ex["id"], "") for ex in order},
-                                                          ensure_ascii=False, indent=1), directory)
+      text = "".join(f"{label}\n" for label in predicted)
+    elif recipe.kind == "tagging":
+      text = "\n".join("".join(f"{tag}\n" for tag in tags) for tags in predicted)
+    else:
+      # translate_test keeps the original question ids (`check_inputs`): map back by id, in the original order.
+      questions = self.read(task, language, "test") if split == "translate_test" else examples
+      text = self._answers_json(task, language, questions, predicted)
+    return self._write_prediction(task, language, split, text, self.pseudo_submission if pseudo else None)
+
+  def _answers_json(self, task: str, language: str, questions: Sequence[dict], answers: Mapping[str, str]) -> str:
+    """The submission JSON {id: answer}; questions without an answer span are counted and warned about."""
+    empty = [q["id"] for q in questions if not answers.get(q["id"])]
+    if empty:
+      self.empty_answers.setdefault(task, {})[language] = len(empty)
+      logging.warning("%s %s: %d of %d questions got no answer span (written as empty answers), e.g. %s",
+                      task, language, len(empty), len(questions), empty[:3])
+    return json.dumps({q["id"]: answers.get(q["id"], "") for q in questions}, ensure_ascii=False, indent=1)
 
   def pseudo_languages(self, task: str) -> list[str]:
     """Pseudo test languages of `task` found on disk (none for tasks without pseudo test sets)."""
@@ -385,7 +786,7 @@ class XtremeRunner:
   def write_pseudo_gold(self, task: str, language: str) -> str:
     """The gold of a pseudo test set in the leaderboard labels layout (under `pseudo_labels`)."""
     examples = self.read(task, language, "pseudo_test")
-    path = os.path.join(self.pseudo_labels, task, f"test-{language}.{'tsv' if RECIPES[task].kind != 'qa' else 'json'}")
+    path = self.prediction_path(task, language, self.pseudo_labels)
     if RECIPES[task].kind == "qa":
       with open(translations.translation_path(task, self.translations_dir, language, "pseudo_test"),
                 encoding="utf-8-sig") as f:
@@ -408,69 +809,130 @@ class XtremeRunner:
 
   def _fresh_encoder(self):
     ids = jnp.zeros((1, 4), jnp.int32)
-    return nn.unbox(TransformerEncoder(self.config).init(jax.random.PRNGKey(self.settings.seed), ids, ids + 1,
-                                                          method=TransformerEncoder.init_all))["params"]
+    init = lambda rng: nn.unbox(TransformerEncoder(self.config).init(  # noqa: E731  (jitted: faster than eager)
+        rng, ids, ids + 1, method=TransformerEncoder.init_all))["params"]
+    return jax.jit(init)(jax.random.PRNGKey(self.settings.seed))
 
-  def embed(self, sentences: Sequence[str], layer: int) -> np.ndarray:
-    """Mean-pooled states of `layer` (0 = embeddings) for each sentence."""
-    feats = [encode_pair(self.vocab, [s], self.settings.seq_len) for s in sentences]
-    return sentence_embeddings(self.config, self.encoder_params, feats, layer, self.settings.batch_size)
+  def _encoder_identity(self) -> dict:
+    source = _stamp(self.init_checkpoint) if self.init_checkpoint else {"random_init_seed": self.settings.seed}
+    return {"config": describe(self.config), "vocabulary": self.vocabulary, "init_checkpoint": source}
 
-  def retrieve_language(self, task: str, language: str, layer: int) -> str:
+  def retrieval_layer(self, task: str) -> int:
+    """The hidden layer `task` embeds with: its `RetrievalSettings.layer`, else `official_layer`."""
+    layer = self.settings.retrieval(task).layer
+    return official_layer(task, self.config.num_layers) if layer is None else layer
+
+  def embed(self, sentences: Sequence[str], task: str) -> np.ndarray:
+    """Sentence embeddings of `task`'s `RetrievalSettings` (pooling, layer, max length)."""
+    rs = self.settings.retrieval(task)
+    feats = [encode_pair(self.vocab, [s], rs.seq_len) for s in sentences]
+    return sentence_embeddings(self.config, self.encoder_params, feats, self.retrieval_layer(task), rs.batch_size,
+                               rs.pool)
+
+  def retrieve_task(self, task: str, languages: Sequence[str]) -> None:
+    """Mines / searches `task` for `languages`; prediction files that are up to date are kept."""
+    records = self.records(self.submission)
+    todo = [lg for lg in languages
+            if not records.up_to_date(self.prediction_path(task, lg), self.made_by(task, lg, "test"))]
+    if len(todo) < len(languages):
+      _say(f"{task}: {len(languages) - len(todo)} of {len(languages)} predictions up to date, kept")
+    if not todo:
+      return
+    bar = _progress(todo, f"retrieval {task}")
+    for lg in bar:
+      bar.set_postfix_str(lg, refresh=False)
+      self.retrieve_language(task, lg)
+
+  def retrieve_language(self, task: str, language: str) -> str:
     if task == "tatoeba":
       data = self.read(task, language, "test")
-      src, tgt = self.embed(data["source"], layer), self.embed(data["target"], layer)
+      src, tgt = self.embed(data["source"], task), self.embed(data["target"], task)
       nearest = retrieval.tatoeba_predict(src, tgt)
-      return self._write(task, language, "tsv", "".join(f"{int(i)}\n" for i in nearest))
+      return self._write_prediction(task, language, "test", "".join(f"{int(i)}\n" for i in nearest))
     threshold = None
     if self.available(task, language, "dev"):
       dev = self.read(task, language, "dev")
-      threshold = metrics.bucc_best_threshold(self._mine(dev, layer), dev["gold"])
+      threshold = metrics.bucc_best_threshold(self._mine(dev, task), dev["gold"])
     test = self.read(task, language, "test")
-    candidates = self._mine(test, layer)
+    candidates = self._mine(test, task)
     pairs = metrics.apply_threshold(candidates, threshold) if threshold is not None else list(candidates)
-    return self._write(task, language, "tsv", "".join(f"{s}\t{t}\n" for s, t in pairs))
+    return self._write_prediction(task, language, "test", "".join(f"{s}\t{t}\n" for s, t in pairs))
 
-  def _mine(self, data: dict, layer: int) -> dict:
+  def _mine(self, data: dict, task: str) -> dict:
     """{(src_id, tgt_id): margin score} of the mined candidate pairs."""
     src_ids, src = zip(*data["source"])
     tgt_ids, tgt = zip(*data["target"])
     # duplicates="drop": sentences occurring twice are left out, as the official BUCC evaluation does.
-    mined = retrieval.mine_bucc(self.embed(src, layer), self.embed(tgt, layer), src_ids, tgt_ids, src, tgt,
+    mined = retrieval.mine_bucc(self.embed(src, task), self.embed(tgt, task), src_ids, tgt_ids, src, tgt,
                                 duplicates="drop")
     return {(s, t): score for s, t, score in mined}
 
+  def retrieval_summary(self, tasks: Iterable[str]) -> dict:
+    """{task: {"pool", "layer", "seq_len"}} of the retrieval tasks among `tasks`, for the report."""
+    return {t: {"pool": self.settings.retrieval(t).pool, "layer": self.retrieval_layer(t),
+                "seq_len": self.settings.retrieval(t).seq_len} for t in tasks if t in RETRIEVAL_TASKS}
 
-@functools.partial(jax.jit, static_argnames=("config", "layer"))
-def _mean_pooled(params: Any, batch: dict, *, config: TransformerConfig, layer: int) -> jax.Array:
+
+@functools.partial(jax.jit, static_argnames=("config", "layer", "pool"))
+def _pooled(params: Any, batch: dict, *, config: TransformerConfig, layer: int, pool: str) -> jax.Array:
   out = TransformerEncoder(config).apply({"params": params}, batch["input_ids"], batch["input_mask"],
                                          batch["token_type_ids"], return_all=True)
   states = out.embeddings if layer == 0 else out.all_layers[layer - 1]
-  mask = batch["input_mask"][..., None].astype(jnp.float32)
-  return (states.astype(jnp.float32) * mask).sum(1) / jnp.maximum(mask.sum(1), 1.0)
+  return retrieval.pool_states(states, batch["input_mask"], pool)
 
 
 def sentence_embeddings(config: TransformerConfig, params: Any, features: list[dict], layer: int,
-                        batch_size: int) -> np.ndarray:
-  """Mean over real tokens of the hidden states after `layer` (0 = embedding output)."""
-  if not 0 <= layer <= config.num_layers:
-    raise ValueError(f"retrieval layer {layer}; expected 0..{config.num_layers}")
+                        batch_size: int, pool: str = "mean") -> np.ndarray:
+  """`pool` (`retrieval.pool_states`: 'cls' | 'mean') of the hidden states after `layer` (0 = embedding output)."""
+  _require(0 <= layer <= config.num_layers, f"retrieval layer {layer}; expected 0..{config.num_layers}")
   keys = ("input_ids", "input_mask", "token_type_ids")
+  starts = range(0, len(features), batch_size)
   chunks = []
-  for start in range(0, len(features), batch_size):
+  for start in _progress(starts, "embed", unit="batch", leave=False, min_items=50):
     part = features[start:start + batch_size]
     part = part + [part[-1]] * (batch_size - len(part))
     batch = {k: np.stack([f[k] for f in part]) for k in keys}
-    chunks.append(np.asarray(_mean_pooled(params, batch, config=config, layer=layer)))
+    chunks.append(np.asarray(_pooled(params, batch, config=config, layer=layer, pool=pool)))
   return np.concatenate(chunks)[: len(features)]
+
+
+# -- the benchmark -------------------------------------------------------------
+
+def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Mapping],
+              labels_dir: Optional[str]) -> dict[str, list[str]]:
+  """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
+  _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('xnli',)")
+  unknown = sorted(set(tasks) - set(TASKS))
+  _require(not unknown, f"unknown task(s) {unknown}; valid: {list(TASKS)}")
+  _require(languages is None or isinstance(languages, Mapping),
+           f"LANGUAGES={languages!r}; expected None or a dict {{task: [language, ...]}}")
+  extra = sorted(set(languages or {}) - set(tasks))
+  _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
+  if labels_dir and not os.path.isdir(labels_dir):
+    raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
+                                   f"leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json)")
+  config, longest = runner.config, max_length(runner.config)
+  for task in tasks:
+    if task in RETRIEVAL_TASKS:
+      layer, seq_len = runner.retrieval_layer(task), runner.settings.retrieval(task).seq_len
+      _require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
+               f"layers are 0 (embeddings) .. {config.num_layers}")
+    else:
+      seq_len = runner.settings.recipe(RECIPES[task].model_name).seq_len
+    _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
+             f"(max_positions={config.max_positions}); lower the task's seq_len")
+  plan = {t: test_languages(t, runner.data, (languages or {}).get(t)) for t in tasks}
+  for task, langs in plan.items():
+    for lg in langs:
+      runner.check_inputs(task, lg)
+  return plan
 
 
 def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
            labels_dir: Optional[str] = None, tasks: Sequence[str] = TASKS,
            languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
-           settings: FinetuneSettings = FinetuneSettings(), retrieval_layer: Optional[int] = None,
-           partition: PartitionConfig = PartitionConfig(), translations_dir: Optional[str] = None,
-           pseudo_test: bool = False, data_source: str = "official") -> dict:
+           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
+           translations_dir: Optional[str] = None, pseudo_test: bool = False, data_source: str = "official") -> dict:
   """Runs the XTREME benchmark in `settings.setting`; returns the scores (when `labels_dir` is given).
 
   `data_source`: "official" (`data_dir` is the `download/` folder) or "tfds"
@@ -478,35 +940,37 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
   `translations_dir`: the copy of gs://xtreme_translations (default `<data_dir>/translations`).
   `pseudo_test`: also predict and score the pseudo test languages found there
   (the result then has a `pseudo` entry: {task: {language: metrics}}).
+  The result also holds `runs` ({model: run entry}, as `<run_dir>/runs.json`),
+  `retrieval` (pooling, layer and max length of BUCC / Tatoeba) and, when
+  some QA questions got no answer span, `empty_answers` ({task: {language: count}}).
   """
-  unknown = sorted(set(tasks) - set(TASKS))
-  if unknown:
-    raise ValueError(f"unknown task(s) {unknown}; valid: {list(TASKS)}")
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
                         translations_dir, data_source)
-  plan = {t: test_languages(t, runner.data, (languages or {}).get(t)) for t in tasks}
+  plan = check_run(runner, tasks, languages, labels_dir)
   pseudo_plan = {t: runner.pseudo_languages(t) for t in tasks} if pseudo_test else {}
-  layer = retrieval_layer if retrieval_layer is not None else (2 * model_config.num_layers) // 3
   for task, langs in plan.items():
-    for lg in langs:
-      if RECIPES[task].kind in ("bucc", "tatoeba"):
-        path = runner.retrieve_language(task, lg, layer)
-      else:
-        path = runner.predict_language(task, lg)
-      logging.info("wrote %s", path)
-    for lg in pseudo_plan.get(task, ()):
-      logging.info("wrote %s", runner.predict_language(task, lg, pseudo=True))
+    if task in RETRIEVAL_TASKS:
+      runner.retrieve_task(task, langs)
+    else:
+      runner.predict_task(task, langs)
+    if pseudo_plan.get(task):
+      runner.predict_task(task, pseudo_plan[task], pseudo=True)
+  extras = {"runs": runner.write_runs(), "retrieval": runner.retrieval_summary(plan)}
+  if runner.empty_answers:
+    extras["empty_answers"] = runner.empty_answers
   pseudo = score_pseudo(runner, pseudo_plan) if pseudo_test else None
+  if pseudo is not None:
+    extras["pseudo"] = pseudo
   if not labels_dir:
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
-    return {} if pseudo is None else {"pseudo": pseudo}
+    return extras
   from xtreme_jax.evaluation import report, scorer
+  _say(f"scoring {runner.submission} against {labels_dir}")
   results = scorer.score_submission(runner.submission, labels_dir, out=os.path.join(run_dir, "scores.json"))
+  results = {**results, **extras}
   report.write_report(results, os.path.join(run_dir, "report"))
   print(scorer.format_table(results))
   print(f"report: {os.path.join(run_dir, 'report', 'report.md')}")
-  if pseudo is not None:
-    results = {**results, "pseudo": pseudo}
   return results
 
 
@@ -515,10 +979,9 @@ def score_pseudo(runner: XtremeRunner, plan: dict) -> dict:
   from xtreme_jax.evaluation import metrics as task_metrics, scorer
   scores: dict = {}
   for task, langs in plan.items():
-    suffix = "json" if RECIPES[task].kind == "qa" else "tsv"
     for lg in langs:
       gold = runner.write_pseudo_gold(task, lg)
-      pred = os.path.join(runner.pseudo_submission, task, f"test-{lg}.{suffix}")
+      pred = runner.prediction_path(task, lg, runner.pseudo_submission)
       scores.setdefault(task, {})[lg] = scorer.score_file(task, lg, pred, gold)
   out = os.path.join(runner.run_dir, f"scores-{runner.settings.setting}-pseudo.json")
   if jax.process_index() == 0:
