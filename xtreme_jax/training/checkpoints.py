@@ -47,6 +47,14 @@ import orbax.checkpoint as ocp
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.training import locks
 
+# Replicated arrays are written by several replicas in parallel only when each
+# slice is at least this big: smaller slices are not worth it, and every
+# distinct slice costs a compilation (orbax's default slices everything).
+MIN_REPLICA_SLICE_BYTES = 1 << 20
+ocp.type_handlers.register_type_handler(
+    jax.Array, ocp.type_handlers.ArrayHandler(min_slice_bytes_for_replica_parallel=MIN_REPLICA_SLICE_BYTES),
+    override=True)
+
 RUN_CONFIG = "run_config.json"
 OVERRIDES = "overrides"  # run_config.json's key for the resume-time override history
 

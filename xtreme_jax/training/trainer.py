@@ -181,6 +181,84 @@ class _Progress:
     return out
 
 
+def _shapes(batch: dict) -> tuple:
+  """The batch's (key, shape, dtype) triples: what the compiled programs depend on."""
+  return tuple(sorted((k, np.shape(v), np.dtype(getattr(v, "dtype", None) or np.asarray(v).dtype).str)
+                      for k, v in batch.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Programs:
+  """The optimizer, shardings and jitted functions of one (model, optimizer, mesh, batch shape)."""
+
+  tx: Any
+  schedule: Any
+  param_specs: Any
+  state_specs: TrainState
+  state_shardings: Any
+  abstract_params: Any
+  make_state: Callable
+  init_opt_state: Callable
+  train_step: Callable
+  eval_step: Callable
+  predict_step: Callable
+
+
+@functools.lru_cache(maxsize=8)
+def _programs(model: Model, optimizer: OptimizerConfig, train_steps: int, accum_steps: int, mesh, rules: tuple,
+              shapes: tuple) -> _Programs:
+  """Traced and jitted once per configuration: Trainers of equal configurations (a resumed run, the models
+  of a benchmark that share an architecture) reuse the compiled steps instead of tracing them again."""
+  batch = {k: jax.ShapeDtypeStruct(shape, np.dtype(dtype)) for k, shape, dtype in shapes}
+  boxed = jax.eval_shape(model.init, jax.random.PRNGKey(0), batch)
+  tx, schedule = make_optimizer(optimizer, train_steps, nn.unbox(boxed))
+  with nn.logical_axis_rules(rules):  # outside the mesh: unboxing must not add constraints here
+    param_specs = partitioning.param_specs(boxed, mesh, rules)
+
+  def make_state(rng, batch) -> TrainState:
+    init_rng, step_rng = jax.random.split(rng)
+    params = nn.unbox(model.init(init_rng, batch))
+    return TrainState(step=jax.numpy.zeros((), jax.numpy.int32), params=params, opt_state=tx.init(params),
+                      rng=step_rng)
+
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    state_shapes = jax.eval_shape(make_state, jax.random.PRNGKey(0), batch)
+  state_specs = _state_specs(state_shapes, param_specs)
+  state_shardings = partitioning.to_shardings(state_specs, mesh)
+  data_sharding = partitioning.batch_sharding(mesh, rules)  # a prefix: every feature is split on its batch dim
+  step = functools.partial(train_step, model=model, tx=tx, schedule=schedule, accum_steps=accum_steps)
+  return _Programs(
+      tx=tx, schedule=schedule, param_specs=param_specs, state_specs=state_specs, state_shardings=state_shardings,
+      abstract_params=state_shapes.params,
+      make_state=jax.jit(make_state, out_shardings=state_shardings),
+      init_opt_state=jax.jit(tx.init, out_shardings=state_shardings.opt_state),
+      train_step=jax.jit(step, in_shardings=(state_shardings, data_sharding),
+                         out_shardings=(state_shardings, None), donate_argnums=(0,)),
+      eval_step=jax.jit(functools.partial(eval_step, model=model),
+                        in_shardings=(state_shardings.params, data_sharding)),
+      predict_step=jax.jit(functools.partial(predict_step, model=model),
+                           in_shardings=(state_shardings.params, data_sharding)))
+
+
+def _state_specs(shapes: TrainState, param_specs: Any) -> TrainState:
+  """Optimizer moments follow their parameters; scalars are replicated."""
+  from jax.sharding import PartitionSpec as P
+  params_flat = {jax.tree_util.keystr(p): s for p, s in jax.tree_util.tree_leaves_with_path(
+      param_specs, is_leaf=lambda x: isinstance(x, P))}
+  param_shapes = {jax.tree_util.keystr(p): x.shape for p, x in jax.tree_util.tree_leaves_with_path(shapes.params)}
+
+  def opt_spec(path, leaf):
+    # Moments mirror the param tree (under mu / nu, inside multi_transform): take the
+    # longest parameter path the state path ends with, so `['bias']` never shadows
+    # `['classifier']['bias']`.
+    key = jax.tree_util.keystr(path)
+    matches = [p for p in params_flat if key.endswith(p) and param_shapes[p] == leaf.shape]
+    return params_flat[max(matches, key=len)] if matches else P()
+
+  opt_specs = jax.tree_util.tree_map_with_path(opt_spec, shapes.opt_state)
+  return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P())
+
+
 class Trainer:
   """Owns the mesh, the jitted steps and the checkpointer of one run.
 
@@ -210,12 +288,6 @@ class Trainer:
 
   # -- state ---------------------------------------------------------------
 
-  def _abstract(self, batch: dict):
-    """Abstract boxed params and the optimizer, from the batch shapes only."""
-    boxed = jax.eval_shape(self.model.init, jax.random.PRNGKey(0), batch)
-    tx, schedule = make_optimizer(self.optimizer, self.config.train_steps, nn.unbox(boxed))
-    return boxed, tx, schedule
-
   def init_state(self, batch: dict, init_params: Any = None) -> TrainState:
     """A fresh, sharded train state.
 
@@ -223,57 +295,19 @@ class Trainer:
     parameters with host arrays, e.g. a pretrained backbone; they are placed
     with the parameters' shardings (every host passes the full values).
     """
-    boxed, self.tx, self.schedule = self._abstract(batch)
-    with nn.logical_axis_rules(self.rules):  # outside the mesh: unboxing must not add constraints here
-      self.param_specs = partitioning.param_specs(boxed, self.mesh, self.rules)
+    programs = _programs(self.model, self.optimizer, self.config.train_steps, self.config.accum_steps,
+                         self.mesh, self.rules, _shapes(batch))
+    self.tx, self.schedule, self.param_specs = programs.tx, programs.schedule, programs.param_specs
+    self.state_specs, self.state_shardings = programs.state_specs, programs.state_shardings
+    self.abstract_params = programs.abstract_params
+    self._train_step, self._eval_step, self._predict_step = (
+        programs.train_step, programs.eval_step, programs.predict_step)
     with self.sharding_context():
-      state_shapes = jax.eval_shape(self._make_state, jax.random.PRNGKey(self.config.seed), batch)
-      self.abstract_params = state_shapes.params
-      self.state_specs = self._state_specs(state_shapes)
-      self.state_shardings = partitioning.to_shardings(self.state_specs, self.mesh)
-      state = jax.jit(self._make_state, out_shardings=self.state_shardings)(
-          jax.random.PRNGKey(self.config.seed), batch)
-    if init_params is not None:
-      params = jax.device_put(init_params(state.params), partitioning.to_shardings(self.param_specs, self.mesh))
-      state = state.replace(params=params, opt_state=jax.jit(
-          self.tx.init, out_shardings=self.state_shardings.opt_state)(params))
-    self._compile_steps(batch)
+      state = programs.make_state(jax.random.PRNGKey(self.config.seed), batch)
+      if init_params is not None:
+        params = jax.device_put(init_params(state.params), partitioning.to_shardings(self.param_specs, self.mesh))
+        state = state.replace(params=params, opt_state=programs.init_opt_state(params))
     return state
-
-  def _make_state(self, rng, batch) -> TrainState:
-    init_rng, step_rng = jax.random.split(rng)
-    params = nn.unbox(self.model.init(init_rng, batch))
-    return TrainState(step=jax.numpy.zeros((), jax.numpy.int32), params=params,
-                      opt_state=self.tx.init(params), rng=step_rng)
-
-  def _state_specs(self, shapes: TrainState) -> TrainState:
-    """Optimizer moments follow their parameters; scalars are replicated."""
-    from jax.sharding import PartitionSpec as P
-    params_flat = {jax.tree_util.keystr(p): s for p, s in jax.tree_util.tree_leaves_with_path(
-        self.param_specs, is_leaf=lambda x: isinstance(x, P))}
-    param_shapes = {jax.tree_util.keystr(p): x.shape for p, x in jax.tree_util.tree_leaves_with_path(shapes.params)}
-
-    def opt_spec(path, leaf):
-      # Moments mirror the param tree (under mu / nu, inside multi_transform): take the
-      # longest parameter path the state path ends with, so `['bias']` never shadows
-      # `['classifier']['bias']`.
-      key = jax.tree_util.keystr(path)
-      matches = [p for p in params_flat if key.endswith(p) and param_shapes[p] == leaf.shape]
-      return params_flat[max(matches, key=len)] if matches else P()
-
-    opt_specs = jax.tree_util.tree_map_with_path(opt_spec, shapes.opt_state)
-    return TrainState(step=P(), params=self.param_specs, opt_state=opt_specs, rng=P())
-
-  def _compile_steps(self, batch: dict) -> None:
-    batch_shardings = self.data_sharding  # a prefix: every feature is split on its batch dim
-    step = functools.partial(train_step, model=self.model, tx=self.tx, schedule=self.schedule,
-                             accum_steps=self.config.accum_steps)
-    self._train_step = jax.jit(step, in_shardings=(self.state_shardings, batch_shardings),
-                               out_shardings=(self.state_shardings, None), donate_argnums=(0,))
-    self._eval_step = jax.jit(functools.partial(eval_step, model=self.model),
-                              in_shardings=(self.state_shardings.params, batch_shardings))
-    self._predict_step = jax.jit(functools.partial(predict_step, model=self.model),
-                                 in_shardings=(self.state_shardings.params, batch_shardings))
 
   def place_params(self, params: Any) -> Any:
     """Host parameter arrays placed with this run's parameter shardings."""
