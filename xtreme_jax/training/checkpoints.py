@@ -51,9 +51,21 @@ from xtreme_jax.training import locks
 # slice is at least this big: smaller slices are not worth it, and every
 # distinct slice costs a compilation (orbax's default slices everything).
 MIN_REPLICA_SLICE_BYTES = 1 << 20
-ocp.type_handlers.register_type_handler(
-    jax.Array, ocp.type_handlers.ArrayHandler(min_slice_bytes_for_replica_parallel=MIN_REPLICA_SLICE_BYTES),
-    override=True)
+
+
+def _register_array_handler() -> None:
+  absl_logger = logging.getLogger("absl")  # orbax warns that it overrides the default handler: expected here
+  level = absl_logger.level
+  absl_logger.setLevel(logging.ERROR)
+  try:
+    ocp.type_handlers.register_type_handler(
+        jax.Array, ocp.type_handlers.ArrayHandler(min_slice_bytes_for_replica_parallel=MIN_REPLICA_SLICE_BYTES),
+        override=True)
+  finally:
+    absl_logger.setLevel(level)
+
+
+_register_array_handler()
 
 RUN_CONFIG = "run_config.json"
 OVERRIDES = "overrides"  # run_config.json's key for the resume-time override history
