@@ -1,7 +1,9 @@
 """The XTREME run mode: the quickstart end to end on the bundled sample (the README's main job), the official
-recipes, retrieval pooling and layers, re-runs that keep finished predictions, and one-line user errors."""
+recipes, checkpoint selection on dev, retrieval pooling and layers, re-runs that keep finished predictions, the
+claimed run directory, and one-line user errors."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -17,13 +19,24 @@ import numpy as np
 import pytest
 from conftest import TINY
 
-from xtreme_jax import cli, errors, main
+from test_gcs_paths import gcs  # noqa: F401  (fixture: gs:// served from a tmp folder)
+
+from xtreme_jax import atomic, cli, errors, fs, main
 from xtreme_jax.data import paths, xtreme_readers
+from xtreme_jax.evaluation import scorer
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.runs import xtreme
+from xtreme_jax.training.optim import OptimizerConfig
+from xtreme_jax.training.partitioning import PartitionConfig
 
 QUICKSTART = "--gin_file=experiments/xtreme_quickstart.gin"
 RUN_KEYS = {"task", "criterion", "selected_step", "train_steps", "history", "train_accuracy"}
+SAMPLE = paths.sample_xtreme_dir()
+# The quickstart selects on the mean over the sample's dev languages; QA keeps the final model.
+QUICKSTART_CRITERIA = {"xnli": "mean dev accuracy over 6 languages", "pawsx": "mean dev accuracy over 3 languages",
+                       "udpos": "mean dev F1 over 6 languages", "panx": "mean dev F1 over 6 languages",
+                       "squad": "final", "tydiqa": "final"}
+QUICKSTART_EVAL_EVERY = {"xnli": 30, "pawsx": 30, "udpos": 40, "panx": 25}
 
 
 @pytest.fixture(autouse=True)
@@ -84,8 +97,12 @@ def test_quickstart_runs_the_whole_benchmark(quickstart):
   # One status line per fine-tuned model; the retrieval settings the report shows.
   assert out.count("fine-tuning ") == 6 and "fine-tuning xnli: 48 examples (48 windows), 150 steps" in out
   results = json.loads((report / "results.json").read_text())
-  assert results["retrieval"] == {"bucc2018": {"pool": "cls", "layer": 1, "seq_len": 128},
-                                  "tatoeba": {"pool": "mean", "layer": 1, "seq_len": 128}}
+  assert results["retrieval"] == {"bucc2018": {"layer": 1, "pooling": "cls", "max_len": 128},
+                                  "tatoeba": {"layer": 1, "pooling": "mean", "max_len": 128}}
+  assert "- bucc2018: layer 1, cls pooling, max length 128." in (report / "report.md").read_text()  # report.py's keys
+  # The submission names its data source; the run directory holds its fingerprint (written after start-up).
+  assert json.loads((run_dir / "submission" / "manifest.json").read_text()) == {"data_source": "official"}
+  assert json.loads((run_dir / "run_config.json").read_text())["mode"] == "xtreme"
 
 
 @pytest.mark.slow
@@ -96,9 +113,19 @@ def test_quickstart_learns(quickstart):
   runs = json.loads((run_dir / "runs.json").read_text())
   assert json.loads((run_dir / "report" / "results.json").read_text())["runs"] == runs
   assert sorted(runs) == ["panx", "pawsx", "squad", "tydiqa", "udpos", "xnli"]
+  report = (run_dir / "report" / "report.md").read_text()
   for name, run in runs.items():
     assert set(run) == RUN_KEYS and run["task"] == name
-    assert run["criterion"] == "final" and run["selected_step"] == run["train_steps"]
+    assert run["criterion"] == QUICKSTART_CRITERIA[name]
+    summary = json.loads((run_dir / "models" / name / "summary.json").read_text())
+    if run["criterion"] == "final":
+      assert run["selected_step"] == run["train_steps"] and "best" not in summary and not summary["eval"]
+    else:  # the first evaluation with the highest mean dev score (the Trainer keeps a strictly better one)
+      evals = [(e["step"], e[summary["best"]["metric"]]) for e in summary["eval"]]
+      every = QUICKSTART_EVAL_EVERY[name]
+      assert [step for step, _ in evals] == list(range(every, run["train_steps"] + 1, every))
+      assert run["selected_step"] == max(evals, key=lambda e: e[1])[0] == summary["best"]["step"]
+      assert f"| {run['selected_step']} ({run['criterion']}) |" in report
     steps, losses = zip(*run["history"])
     assert list(steps) == list(range(1, run["train_steps"] + 1))
     tail = max(5, len(losses) // 10)
@@ -146,6 +173,21 @@ def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   assert calls == ["xnli", ("xnli", "ru"), ("bucc2018", "fr"), ("tatoeba", "de")]
 
 
+@pytest.mark.slow
+def test_rerun_with_fewer_tasks_scores_only_those(quickstart, tmp_path):
+  """TASKS is not part of the run directory's configuration, and scores never include another run's tasks."""
+  run_dir = tmp_path / "run"
+  shutil.copytree(quickstart[0], run_dir)
+  rc, out = _run(f"--gin.RUN_DIR='{run_dir}'", "--gin.TASKS=('xnli',)")
+  assert rc == 0 and "xnli: 6 of 6 predictions up to date, kept" in out
+  scores = json.loads((run_dir / "scores.json").read_text())
+  assert list(scores["tasks"]) == ["xnli"] and scores["missing_tasks"] == []
+  table = out[out.index("task "):]
+  assert "\nxnli " in table and "pawsx" not in table and "tatoeba" not in table
+  assert list(json.loads((run_dir / "report" / "results.json").read_text())["tasks"]) == ["xnli"]
+  assert (run_dir / "submission" / "pawsx").is_dir()  # the other tasks' predictions stay
+
+
 def test_translate_test_predicts_the_translation_with_the_english_model(tmp_path, monkeypatch):
   runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), TINY, paths.sample_vocab(), None,
                                xtreme.FinetuneSettings(setting="translate_test"), None)
@@ -161,6 +203,204 @@ def test_translate_test_predicts_the_translation_with_the_english_model(tmp_path
   assert decoded[0][0]["text_b"] == "The card was for her teacher."  # the English translation
   written = (tmp_path / "submission-translate_test" / "xnli" / "test-de.tsv").read_text()
   assert written == "neutral\n" * len(runner.read("xnli", "de", "test"))  # line i answers line i of the original
+
+
+# -- checkpoint selection ----------------------------------------------------------------
+
+def _runner(run_dir, config=None, setting="zero_shot", data_dir=SAMPLE, **tasks):
+  return xtreme.XtremeRunner(str(run_dir), data_dir, config, paths.sample_vocab(), None,
+                             xtreme.FinetuneSettings(setting=setting, tasks=tasks), PartitionConfig())
+
+
+def test_selection_criterion_per_setting_and_task(tmp_path):
+  runner = _runner(tmp_path, xnli=xtreme.TaskSettings(selection="mean_dev"),
+                   panx=xtreme.TaskSettings(selection="final"))
+  assert runner.selection("xnli") == {"criterion": "mean dev accuracy over 6 languages", "metric": "dev_accuracy",
+                                      "dev": tuple(("xnli", lg, "dev") for lg in ("ar", "de", "en", "hi", "ru", "zh"))}
+  assert runner.selection("pawsx") == {"criterion": "en dev accuracy", "metric": "dev_accuracy",
+                                       "dev": (("pawsx", "en", "dev"),)}
+  assert runner.selection("udpos")["criterion"] == "en dev F1"
+  assert runner.selection("panx") is None and runner.selection("xquad") is None  # final; QA keeps the final model
+  data = tmp_path / "data"
+  shutil.copytree(os.path.join(SAMPLE, "pawsx"), data / "pawsx")
+  (data / "pawsx" / "dev-en.tsv").unlink()
+  assert _runner(tmp_path, data_dir=str(data)).selection("pawsx") is None  # no English dev: the final model
+  assert _runner(tmp_path, data_dir=str(data), pawsx=xtreme.TaskSettings(selection="mean_dev")).selection(
+      "pawsx")["criterion"] == "mean dev accuracy over 2 languages"
+
+
+def test_dev_scores_are_what_the_official_scripts_select_on(tmp_path, monkeypatch):
+  """Accuracy for classification; seqeval chunk F1 for tagging (udpos: raw UPOS as chunks, not token accuracy)."""
+  assert xtreme.dev_score("xnli", [{"label": "neutral"}, {"label": "entailment"}], ["neutral", "neutral"]) == 50
+  gold = [{"tags": ["B-PER", "I-PER", "O", "B-LOC"]}]
+  assert xtreme.dev_score("panx", gold, [["B-PER", "I-PER", "O", "O"]]) == pytest.approx(100 * 2 / 3)  # P 1, R 1/2
+  pos = [{"tags": ["NOUN", "NOUN", "VERB"]}]
+  assert xtreme.dev_score("udpos", pos, [["NOUN", "VERB", "VERB"]]) == 0  # no chunk right; token accuracy 66.7
+  # The evaluator: one score per dev language and their mean, under the Trainer's select_metric.
+  runner = _runner(tmp_path, TINY, xnli=xtreme.TaskSettings(selection="mean_dev"))
+  monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners: (
+      ["neutral"] * len(examples)))
+  s = runner.settings.recipe("xnli")
+  scores = runner.dev_scores("xnli", s, None, "dev_accuracy", runner._dev_sets("xnli", s, runner.selection("xnli")),
+                             None)
+  expected = {lg: 100 * sum(ex["label"] == "neutral" for ex in runner.read("xnli", lg, "dev")) / 9
+              for lg in ("ar", "de", "en", "hi", "ru", "zh")}
+  assert scores == pytest.approx({**{f"dev_accuracy/{lg}": v for lg, v in expected.items()},
+                                  "dev_accuracy": sum(expected.values()) / 6})
+
+
+def test_the_best_dev_step_predicts_the_test_sets(tmp_path, monkeypatch):
+  """A tiny run of 3 updates, evaluated after each; the scripted dev scores peak at update 2: the parameters of
+  update 2 predict, and runs.json and the prediction records name step 2."""
+  config = dataclasses.replace(TINY, vocab_size=1024, num_layers=1, dropout_rate=0.0, attention_dropout_rate=0.0)
+  recipe = xtreme.TaskSettings(epochs=0.5, batch_size=8, seq_len=16, eval_every=1,
+                               optimizer=OptimizerConfig(learning_rate=1e-2))  # 48 pairs: 3 updates of 8
+  runner = _runner(tmp_path, config, xnli=recipe)
+  seen, scripted = [], [40.0, 90.0, 60.0]
+  real = xtreme.XtremeRunner.dev_scores
+
+  def dev_scores(self, task, s, trainer, metric, dev, params):
+    measured = real(self, task, s, trainer, metric, dev, params)  # the real dev prediction runs (and compiles)
+    seen.append(jax.tree_util.tree_map(np.array, params))
+    return {**measured, metric: scripted[len(seen) - 1]}
+
+  monkeypatch.setattr(xtreme.XtremeRunner, "dev_scores", dev_scores)
+  path = runner.predict_language("xnli", "de")
+  trainer, params = runner.finetuned("xnli", "de")
+  assert len(seen) == 3
+  jax.tree_util.tree_map(np.testing.assert_array_equal, jax.tree_util.tree_map(np.asarray, params), seen[1])
+  assert not np.array_equal(jax.tree_util.tree_leaves(seen[1])[0], jax.tree_util.tree_leaves(seen[2])[0])
+  examples = runner.read("xnli", "de", "test")
+  features, owners = xtreme._features(xtreme.RECIPES["xnli"], examples, runner.vocab, recipe, training=False)
+  best = runner._decode(xtreme.RECIPES["xnli"], recipe, trainer, trainer.place_params(seen[1]), examples, features,
+                        owners)
+  assert open(path).read() == "".join(f"{label}\n" for label in best)
+  entry = runner.run_entry("xnli")
+  assert (entry["criterion"], entry["selected_step"], entry["train_steps"]) == ("en dev accuracy", 2, 3)
+  made_by = runner.made_by("xnli", "de", "test")
+  assert runner.records(runner.submission).up_to_date(path, made_by)
+  summary = os.path.join(runner.model_dir("xnli"), "summary.json")
+  stored = json.load(open(summary))
+  json.dump({**stored, "best": {**stored["best"], "step": 3}}, open(summary, "w"))
+  assert runner.made_by("xnli", "de", "test") != made_by  # another selected step: another prediction
+
+
+# -- the run directory -----------------------------------------------------------------------
+
+def test_a_second_concurrent_run_is_refused_naming_the_holder(tmp_path, capsys):
+  run = tmp_path / "run"
+  run.mkdir()
+  lock = os.path.join(os.path.realpath(run), ".lock")
+  holder = subprocess.Popen(
+      [sys.executable, "-c", f"import sys\nfrom xtreme_jax.training import locks\n"
+                             f"locks.acquire({lock!r}, {str(run)!r})\nprint('locked', flush=True)\nsys.stdin.read()"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    assert cli.main(["run", QUICKSTART, f"--gin.RUN_DIR='{run}'", "--gin.TASKS=('xnli',)"]) == 2
+  finally:
+    holder.stdin.close()
+    holder.wait()
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith(f"error: {run} is in use by pid {holder.pid} "), err
+  assert not (run / "run_config.json").exists()
+
+
+def test_the_run_directory_refuses_another_configuration(tmp_path, capsys, monkeypatch):
+  """Other tasks, languages, setting, labels: the same run; another recipe: refused, naming the key."""
+  run = tmp_path / "run"
+  claimed = []
+  monkeypatch.setattr(xtreme, "run_benchmark", lambda runner, plan, *args: claimed.append(
+      (runner.settings.setting, list(plan))) or {})
+  assert _run(f"--gin.RUN_DIR='{run}'", "--gin.TASKS=('xnli',)")[0] == 0
+  fingerprint = json.loads((run / "run_config.json").read_text())
+  assert fingerprint["mode"] == "xtreme" and fingerprint["tasks"]["xnli"]["epochs"] == 25.0
+  assert fingerprint["tasks"]["tatoeba"]["pool"] == "mean" and "setting" not in fingerprint
+  assert _run(f"--gin.RUN_DIR='{run}'", "--gin.TASKS=('pawsx', 'panx')", "--gin.LANGUAGES={'panx': ['de']}",
+              "--gin.SETTING='in_language'", "--gin.LABELS_DIR=None", "--gin.PSEUDO_TEST=True")[0] == 0
+  assert claimed == [("zero_shot", ["xnli"]), ("in_language", ["pawsx", "panx"])]
+  capsys.readouterr()
+  assert _run(f"--gin.RUN_DIR='{run}'", "--gin.TASKS=('xnli',)", "--gin.xnli/xtreme.TaskSettings.epochs=2.0")[0] == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "holds a run of another configuration; differing keys: tasks.xnli.epochs (25.0 -> 2.0)" \
+      in err[0], err
+  assert json.loads((run / "run_config.json").read_text()) == fingerprint and len(claimed) == 2
+
+
+def test_a_run_directory_of_the_previous_version_is_accepted(tmp_path):
+  """Before runs were claimed, a benchmark run directory held its outputs but no run_config.json."""
+  run = tmp_path / "run"
+  for name in ("models/xnli", "submission/xnli", "report", "pseudo-labels", "submission-translate_test-pseudo"):
+    (run / name).mkdir(parents=True)
+    (run / name / "file").write_text("x")
+  for name in ("runs.json", "scores.json", "config.gin", "submission.records.json",
+               "scores-translate_test-pseudo.json"):
+    (run / name).write_text("{}")
+  assert xtreme.RUN_ENTRIES >= {"models", "submission", "report", "runs.json", "scores.json", "config.gin"}
+  claim = xtreme.RunDirectory(str(run), {"a": 1}, known=xtreme.RUN_ENTRIES).lock()
+  try:
+    assert claim.check() is False
+  finally:
+    claim.release()
+  (run / "notes.txt").write_text("mine")
+  with pytest.raises(errors.UserError, match=r"is not empty \(notes\.txt\)"), xtreme.RunDirectory(
+      str(run), {"a": 1}, known=xtreme.RUN_ENTRIES) as claim:
+    claim.check()
+
+
+def test_run_files_may_live_under_gs_urls(gcs):  # noqa: F811
+  """User paths keep their scheme in the fingerprints; records and manifests go through `fs`."""
+  runner = xtreme.XtremeRunner("gs://bucket/runs/r", "gs://bucket/xtreme", TINY, paths.sample_vocab(),
+                               "gs://bucket/ckpt/../ckpt", xtreme.FinetuneSettings(), None)
+  fingerprint = xtreme.run_fingerprint(runner)
+  assert (fingerprint["data_dir"], fingerprint["init_checkpoint"]) == ("gs://bucket/xtreme", "gs://bucket/ckpt")
+  assert fingerprint["vocabulary"] == paths.sample_vocab()
+  path = runner.prediction_path("xnli", "de")
+  atomic.write_text(path, "neutral\n")
+  runner.records(runner.submission).record(path, "maker")
+  assert xtreme.PredictionRecords(runner.submission).up_to_date(path, "maker")  # read back from gs://
+  assert not xtreme.PredictionRecords(runner.submission).up_to_date(path, "another maker")
+  runner.write_manifests(runner.submission, runner.pseudo_submission)  # (no pseudo predictions: no manifest)
+  assert scorer.data_source(runner.submission) == "official" and fs.isfile(f"{runner.submission}/manifest.json")
+  assert not fs.exists(runner.pseudo_submission)
+
+
+# -- RESUME_OVERRIDES --------------------------------------------------------------------------
+
+class _StoppingTrainer:
+  """Stands in for the Trainer: records the optimizer it got, commits its run directory, stops."""
+
+  built: list = []
+
+  def __init__(self, model, optimizer, config, partition, run_dir, run_directory=None):
+    self.built.append((os.path.basename(run_dir), optimizer.learning_rate))
+    self.claim = run_directory
+
+  def fit(self, source, eval_source=None, init_params=None, evaluator=None):
+    self.claim.commit(1)
+    raise RuntimeError("stopped after step 1")
+
+  def close(self):
+    pass
+
+
+def test_resume_overrides_reach_the_models_being_resumed(tmp_path, monkeypatch, caplog):
+  monkeypatch.setattr(xtreme, "Trainer", _StoppingTrainer)
+  monkeypatch.setattr(_StoppingTrainer, "built", [])
+  with pytest.raises(RuntimeError, match="stopped"):
+    _runner(tmp_path, TINY).finetuned("xnli", "de")  # a run that stopped (a NaN, say) after its first step
+  runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, TINY, paths.sample_vocab(), None, xtreme.FinetuneSettings(),
+                               PartitionConfig(), resume_overrides={"learning_rate": 1e-6})
+  with pytest.raises(RuntimeError, match="stopped"):
+    runner.finetuned("xnli", "de")
+  with pytest.raises(RuntimeError, match="stopped"), caplog.at_level(logging.WARNING):
+    runner.finetuned("pawsx", "de")  # a new model: no run to resume, its configured optimizer
+  assert "not applied to " + runner.model_dir("pawsx") + ": it holds no run to resume" in caplog.text
+  assert _StoppingTrainer.built == [("xnli", 2e-5), ("xnli", 1e-6), ("pawsx", 2e-5)]
+  assert runner.resumed_with_overrides == ["xnli"]
+  stored = json.load(open(os.path.join(runner.model_dir("xnli"), "run_config.json")))
+  assert stored["overrides"] == [{"step": 1, "optimizer": {"learning_rate": 1e-6}}]
+  assert stored["optimizer"]["learning_rate"] == 2e-5  # the configuration itself is kept
 
 
 # -- recipes -----------------------------------------------------------------------
@@ -195,6 +435,15 @@ def test_experiments_bind_the_official_recipe(experiment, xnli_lr, layers):
   assert (bucc.layer, tatoeba.layer) == layers
   assert xtreme.official_layer("bucc2018", config.num_layers) == bucc.layer  # the scripts' arithmetic
   assert xtreme.official_layer("tatoeba", config.num_layers) == tatoeba.layer
+
+
+def test_xtreme_experiments_open_with_a_complete_one_line_description():
+  """`xtreme-jax run --help` lists each experiment's first line: a sentence of its own, at most 110 characters."""
+  listed = {rel: description for rel, description in main.experiments() if "xtreme_" in rel}
+  assert len(listed) == 16
+  for rel, description in listed.items():
+    assert description.endswith(".") and len(description) <= 110, (rel, description)
+    assert description.count("(") == description.count(")"), (rel, description)
 
 
 def test_quickstart_recipe_overrides_every_task():
@@ -259,14 +508,15 @@ def test_cls_and_mean_pooling_match_a_numpy_reference():
 
 # -- records of finished predictions -------------------------------------------------------
 
-def _finished(runner, name="xnli", final_loss=0.2, steps=12):
+def _finished(runner, name="xnli", final_loss=0.2, steps=12, best=None):
   spec = runner.model_spec("xnli", name, (("xnli", "en", "train"),), None)
   model_dir = runner.model_dir(name)
   os.makedirs(model_dir, exist_ok=True)
   (json.dump({**json.loads(json.dumps(spec, default=str)), "steps": steps},
              open(os.path.join(model_dir, "run_config.json"), "w")))
   json.dump({"train_steps": steps, "first_loss": 1.1, "final_loss": final_loss,
-             "history": [{"step": i + 1, "loss": 1.1 - i * 0.05} for i in range(steps)]},
+             "history": [{"step": i + 1, "loss": 1.1 - i * 0.05} for i in range(steps)],
+             **({"best": {"step": best, "metric": "dev_accuracy", "value": 50.0}} if best else {})},
             open(os.path.join(model_dir, "summary.json"), "w"))
 
 
@@ -284,6 +534,7 @@ def test_a_prediction_is_up_to_date_only_for_the_same_model_inputs_settings_and_
   entry = runner.run_entry("xnli")
   assert set(entry) == RUN_KEYS and entry["train_steps"] == entry["selected_step"] == 12
   assert entry["history"][0] == [1, 1.1] and entry["train_accuracy"] is None
+  assert entry["criterion"] == "final"  # no evaluation recorded (no "best"): the final model predicted
   # The prediction file and its record.
   path = runner.prediction_path("xnli", "de")
   os.makedirs(os.path.dirname(path))
@@ -310,6 +561,10 @@ def test_a_prediction_is_up_to_date_only_for_the_same_model_inputs_settings_and_
   pooled = run(xtreme.FinetuneSettings(tasks={"tatoeba": xtreme.RetrievalSettings(pool="cls")}))
   assert tatoeba and pooled.made_by("tatoeba", "de", "test") != tatoeba
   assert run(xtreme.FinetuneSettings(seed=1)).made_by("tatoeba", "de", "test") != tatoeba  # another random encoder
+  # A model that selected a step on dev: runs.json names it and its criterion.
+  _finished(runner, steps=12, best=4)
+  entry = runner.run_entry("xnli")
+  assert (entry["criterion"], entry["selected_step"], entry["train_steps"]) == ("en dev accuracy", 4, 12)
 
 
 def test_loss_history_is_bucketed_beyond_its_budget():
@@ -336,8 +591,7 @@ def test_questions_without_an_answer_are_counted_and_warned(tmp_path, caplog):
                                xtreme.FinetuneSettings(), None)
   with caplog.at_level(logging.WARNING):
     text = runner._answers_json("xquad", "de", [{"id": "a"}, {"id": "b"}, {"id": "c"}], {"a": "Paris", "b": ""})
-  assert json.loads(text) == {"a": "Paris", "b": "", "c": ""}
-  assert runner.empty_answers == {"xquad": {"de": 2}}
+  assert json.loads(text) == {"a": "Paris", "b": "", "c": ""}  # the scorer counts the empty ones as `invalid`
   assert "xquad de: 2 of 3 questions got no answer span (written as empty answers)" in caplog.text
 
 
@@ -365,6 +619,8 @@ def test_translate_test_question_ids_must_cover_the_original(tmp_path, monkeypat
     ("--gin.SETTING='zero-shot'", "error: FinetuneSettings.setting = 'zero-shot': expected one of"),
     ("--gin.bucc2018/xtreme.RetrievalSettings.layer=5", "error: bucc2018: RetrievalSettings.layer=5; the model's"),
     ("--gin.xtreme.RetrievalSettings.seq_len=512", "error: bucc2018: max length 512 exceeds the model's 128"),
+    ("--gin.DATA_SOURCE='tfds'", "error: cannot score xnli against LABELS_DIR "),  # official-order labels
+    ("--gin.RESUME_OVERRIDES={'dropout': 0.1}", "error: RESUME_OVERRIDES keys ['dropout'] cannot change"),
 ])
 def test_user_errors_are_one_line_before_any_training(tmp_path, capsys, binding, message):
   run_dir = tmp_path / "run"
@@ -373,6 +629,7 @@ def test_user_errors_are_one_line_before_any_training(tmp_path, capsys, binding,
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and err[0].startswith(message), err
   assert not (run_dir / "models").exists()
+  assert not (run_dir / "run_config.json").exists()  # a failed start does not claim the run directory
 
 
 # -- test languages, training sets ------------------------------------------------------------

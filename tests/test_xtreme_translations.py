@@ -345,6 +345,9 @@ def test_translate_train_and_translate_test_runs_on_the_sample(tmp_path, clean_g
   assert list(scores) == ["xnli"] and list(scores["xnli"]) == ["nl"]  # (the scorer may add counts beside it)
   assert scores["xnli"]["nl"]["accuracy"] == pytest.approx(expected)
   assert "pseudo xnli: nl" in capsys.readouterr().out
+  for folder in ("submission-translate_train", "submission-translate_train-pseudo", "pseudo-labels"):
+    assert json.loads((run_dir / folder / "manifest.json").read_text()) == {"data_source": "official"}
+  assert (run_dir / "scores-translate_train.json").exists() and not (run_dir / "scores.json").exists()
 
   # translate_test reuses the English model and writes German predictions from the English translation.
   gin.clear_config(clear_constants=True)

@@ -5,9 +5,13 @@ model (zero-shot: on English, SQuAD for XQuAD / MLQA, English TyDiQA-GoldP for
 TyDiQA; or in-language for POS / NER / TyDiQA, see `FinetuneSettings.setting`),
 predict the test set of every language, and write the leaderboard submission
 `<run_dir>/submission/<task>/test-<lg>.tsv|json`. BUCC and Tatoeba use
-sentence embeddings of the pretrained encoder (`RetrievalSettings`). With a
-labels folder, the submission is scored (`scorer.score_submission`) and the
-report (tables, plots) is written.
+sentence embeddings of the pretrained encoder (`RetrievalSettings`). The
+submission's `manifest.json` records the data source (official order or
+TFDS's shuffled order, `scorer.write_manifest`). With a labels folder, the
+tasks of this invocation (TASKS) are scored (`scorer.score_submission`; other
+task folders of the submission are ignored) and the report (tables, plots) is
+written; position-matched tasks whose labels come from another data source
+are refused at start-up.
 
 Recipes. Each fine-tuned task has its own `TaskSettings` (epochs, batch,
 learning rate, warm-up, weight decay, max length, QA stride, dev evaluation
@@ -15,11 +19,38 @@ interval and checkpoint selection); `gin_configs/runs/xtreme.gin` binds the
 official scripts' recipe per task with Gin scopes (`xnli/xtreme.TaskSettings`,
 ...). XQuAD and MLQA share the SQuAD model and its settings (key `squad`).
 
+Checkpoint selection (`TaskSettings.selection`, Gin `SELECTION`). A
+classification or tagging model is evaluated on dev data every `eval_every`
+updates and at the end, and the parameters with the best dev score predict
+the test sets: `english_dev` (the English dev set, as the official scripts)
+or `mean_dev` (the mean over every dev language on disk, as XGLUE and
+FILTER). The dev score is the one the official scripts select on: accuracy
+(XNLI, PAWS-X) or seqeval-0.0.x chunk F1 (`evaluation.metrics`: entity F1 for
+PAN-X, the leaderboard F1 for UD-POS, as `run_tag.py` computes it). QA models,
+`final`, and tasks without the dev data keep the final model. `runs.json`
+names each model's `criterion` and `selected_step`.
+
 Every fine-tuned model lives in its own resumable run directory
-`<run_dir>/models/<name>`: a re-run reuses finished models. After fine-tuning,
-the first `train_accuracy_examples` training examples are predicted once (the
-training accuracy); each model's loss history, steps and training accuracy go
-to `<run_dir>/runs.json` and the report (`results["runs"]`).
+`<run_dir>/models/<name>` (`RunDirectory`: locked while training, its
+fingerprint written after its first step): a re-run reuses finished models.
+After fine-tuning, the first `train_accuracy_examples` training examples are
+predicted once with the final parameters (did the model fit its data?); each
+model's loss history, steps, selection and training accuracy go to
+`<run_dir>/runs.json` and the report (`results["runs"]`). After a NaN stop,
+`resume_overrides` (Gin `RESUME_OVERRIDES`, e.g. `{'learning_rate': 1e-5}`)
+changes the optimizer of the models being resumed (an unfinished
+`models/<name>`), as in `runs/train.py`; finished and new models keep theirs.
+
+The run directory itself is claimed too (`run_fingerprint`): a lock refuses a
+second concurrent run; a directory holding a benchmark run of another
+configuration (model, vocabulary, data, per-task recipes, initial checkpoint,
+seed) is refused naming the differing keys; the fingerprint
+(`run_config.json`) is written only after the start-up checks passed. The
+task and language selection (TASKS, LANGUAGES), the setting, LABELS_DIR and
+PSEUDO_TEST are not part of it: a run directory may be re-entered to run other
+tasks or languages, and the settings share it (the zero-shot models serve
+translate_test; every other setting has its own models and its own outputs:
+`submission-<setting>/`, `scores-<setting>.json`, `report-<setting>/`).
 
 Re-runs skip finished predictions: beside each submission folder,
 `<folder>.records.json` holds, per prediction file, a digest of what made it
@@ -28,7 +59,6 @@ encoder and its settings; the prediction settings; path, size and mtime of
 every input file) and of the file's own content. A file is rewritten only when
 that digest changed (a retrained model, edited data, new settings) or the file
 no longer matches; a model whose predictions are all up to date is not loaded.
-Settings other than zero-shot write to `<run_dir>/submission-<setting>/`.
 
 Translation settings (`xtreme_translations`; files under `translations_dir`,
 default `<data_dir>/translations`, a copy of gs://xtreme_translations):
@@ -83,7 +113,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm.auto import tqdm
 
-from xtreme_jax import atomic, errors
+from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translations as translations
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.qa_features import qa_windows
@@ -98,15 +128,12 @@ from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.runs.train import describe, pretrained_loader
-from xtreme_jax.training.checkpoints import claim_run_directory
+from xtreme_jax.runs.train import _apply_overrides as apply_overrides, describe, pretrained_loader
+from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training import validation as v
 from xtreme_jax.training.trainer import Trainer, TrainerConfig
-
-PANX_TAGS = readers.PANX_TAGS
-UPOS_TAGS = readers.UPOS_TAGS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,8 +147,8 @@ class TaskRecipe:
 RECIPES = {
     "xnli": TaskRecipe("classification", ("xnli", "en", "train"), readers.XNLI_LABELS, "xnli"),
     "pawsx": TaskRecipe("classification", ("pawsx", "en", "train"), readers.PAWSX_LABELS, "pawsx"),
-    "udpos": TaskRecipe("tagging", ("udpos", "en", "train"), UPOS_TAGS, "udpos"),
-    "panx": TaskRecipe("tagging", ("panx", "en", "train"), PANX_TAGS, "panx"),
+    "udpos": TaskRecipe("tagging", ("udpos", "en", "train"), readers.UPOS_TAGS, "udpos"),
+    "panx": TaskRecipe("tagging", ("panx", "en", "train"), readers.PANX_TAGS, "panx"),
     "xquad": TaskRecipe("qa", ("squad", "en", "train"), (), "squad"),
     "mlqa": TaskRecipe("qa", ("squad", "en", "train"), (), "squad"),
     "tydiqa": TaskRecipe("qa", ("tydiqa", "en", "train"), (), "tydiqa"),
@@ -140,6 +167,22 @@ TRANSLATE_TEST_TASKS = ("xnli", "pawsx", "xquad", "mlqa")
 TRANSLATION_KINDS = translations.KINDS
 SELECTIONS = ("english_dev", "mean_dev", "final")
 HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, mean loss] points
+# Checkpoint selection per task kind: (the evaluator's metric key, its name in the criterion).
+SELECTION_METRICS = {"classification": ("dev_accuracy", "accuracy"), "tagging": ("dev_f1", "F1")}
+
+
+def outputs(setting: str) -> dict[str, str]:
+  """Names of one setting's outputs in the run directory (zero_shot: `submission`, `scores.json`, `report`)."""
+  suffix = "" if setting == "zero_shot" else f"-{setting}"
+  return {"submission": f"submission{suffix}", "scores": f"scores{suffix}.json", "report": f"report{suffix}",
+          "pseudo_submission": f"submission-{setting}-pseudo", "pseudo_scores": f"scores-{setting}-pseudo.json"}
+
+
+# Everything the benchmark writes into its run directory: a directory made before runs were claimed holds them.
+RUN_ENTRIES = frozenset(
+    {"models", "runs.json", "config.gin", "pseudo-labels"}
+    | {name for s in SETTINGS for name in outputs(s).values()}
+    | {outputs(s)[k] + ".records.json" for s in SETTINGS for k in ("submission", "pseudo_submission")})
 
 
 # -- settings ----------------------------------------------------------------
@@ -156,12 +199,12 @@ class TaskSettings:
   `seq_len` is the maximum length in subword tokens (QA: of one window of the
   question and the context, windows `doc_stride` tokens apart). `batch_size`
   is the effective (global) batch; `accum_steps` splits it into micro-batches.
-  `eval_every` (updates between dev evaluations) and `selection` choose the
-  checkpoint that predicts the test sets (`english_dev`: best English dev
-  score, as the official scripts; `mean_dev`: best mean over the dev
-  languages, as XGLUE and FILTER; `final`: the last update, as the official QA
-  scripts). Both are stored (and part of the model's fingerprint) but wired in
-  the next pass: today the final model predicts (`runs.json` says so).
+  `eval_every` (updates between dev evaluations; None: only after the last
+  one) and `selection` choose the parameters that predict the test sets
+  (`english_dev`: best English dev score, as the official scripts;
+  `mean_dev`: best mean over the dev languages on disk, as XGLUE and FILTER;
+  `final`: the last update, as the official QA scripts, which QA models and
+  tasks without dev data always use). See the module doc.
   """
 
   epochs: float = 5.0
@@ -375,6 +418,23 @@ def train_accuracy(recipe: TaskRecipe, examples: Sequence[dict], predicted) -> f
   return 100.0 * hits / max(1, len(answered))
 
 
+def dev_score(task: str, examples: Sequence[dict], predicted: Sequence) -> float:
+  """The dev score x100 the official scripts select checkpoints on: accuracy (classification) or seqeval-0.0.x
+  chunk F1 (tagging: entity F1 for panx, the leaderboard F1 for udpos, as `run_tag.py` computes both)."""
+  if RECIPES[task].kind == "classification":
+    return metrics.accuracy(predicted, [ex["label"] for ex in examples])
+  f1 = metrics.entity_f1 if task == "panx" else metrics.pos_leaderboard_f1
+  return f1(predicted, [ex["tags"] for ex in examples])["f1"]
+
+
+def selected(model: Mapping) -> tuple[str, int]:
+  """(criterion, step) of the parameters a finished model (`XtremeRunner.finished_model`) predicts with."""
+  selection, best = model["config"].get("selection"), model["summary"].get("best")
+  if selection and best:
+    return selection["criterion"], int(best["step"])
+  return "final", int(model["summary"]["train_steps"])
+
+
 def loss_history(records: Sequence[Mapping], points: int = HISTORY_POINTS) -> list[list]:
   """[[step, loss], ...] from the Trainer's per-step records; beyond `points` records, the mean loss of
   consecutive equal-sized buckets at each bucket's last step."""
@@ -408,11 +468,9 @@ def _digest(obj: Any) -> str:
 
 
 def _file_digest(path: str) -> Optional[str]:
-  try:
-    with open(path, "rb") as f:
-      return hashlib.sha256(f.read()).hexdigest()
-  except OSError:
+  if not fs.isfile(path):
     return None
+  return hashlib.sha256(fs.read_bytes(path)).hexdigest()
 
 
 def _stamp(path: str) -> list:
@@ -425,10 +483,12 @@ def _stamp(path: str) -> list:
 
 
 def _read_json(path: str) -> Optional[Any]:
+  """The JSON of a run file; None when there is none or it is unreadable (rewritten then)."""
+  if not fs.isfile(path):
+    return None
   try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, ValueError):
+    return json.loads(fs.read_text(path))
+  except ValueError:
     return None
 
 
@@ -446,11 +506,11 @@ class PredictionRecords:
     self.entries = _read_json(self.path) or {}
 
   def up_to_date(self, path: str, made_by: Optional[str]) -> bool:
-    entry = self.entries.get(os.path.relpath(path, self.directory))
+    entry = self.entries.get(fs.relpath(path, self.directory))
     return made_by is not None and entry == {"made_by": made_by, "content": _file_digest(path)}
 
   def record(self, path: str, made_by: Optional[str]) -> None:
-    name = os.path.relpath(path, self.directory)
+    name = fs.relpath(path, self.directory)
     if made_by is None:
       self.entries.pop(name, None)
     else:
@@ -465,21 +525,25 @@ class XtremeRunner:
   """Fine-tunes, predicts and writes the submission for the configured tasks."""
 
   def __init__(self, run_dir, data_dir, config, vocabulary, init_checkpoint, settings, partition,
-               translations_dir: Optional[str] = None, data_source: str = "official"):
+               translations_dir: Optional[str] = None, data_source: str = "official",
+               resume_overrides: Optional[Mapping] = None):
     self.run_dir, self.data_dir, self.config = run_dir, data_dir, config
     self.data = XtremeData(data_source, data_dir, translations_dir)
     self.translations_dir = self.data.translations_root
-    self.vocabulary = os.path.abspath(paths.resolve(data_dir, vocabulary))
+    self.vocabulary = fs.abspath(paths.resolve(data_dir, vocabulary))
     self.vocab = load_vocabulary(self.vocabulary)
-    self.init_checkpoint, self.settings, self.partition = init_checkpoint, settings, partition
-    suffix = "" if settings.setting == "zero_shot" else f"-{settings.setting}"
-    self.submission = os.path.join(run_dir, "submission" + suffix)
-    self.pseudo_submission = os.path.join(run_dir, f"submission-{settings.setting}-pseudo")
+    self.init_checkpoint = fs.abspath(init_checkpoint) if init_checkpoint else None
+    self.settings, self.partition = settings, partition
+    self.resume_overrides = resume_overrides
+    named = {k: os.path.join(run_dir, name) for k, name in outputs(settings.setting).items()}
+    self.submission, self.pseudo_submission = named["submission"], named["pseudo_submission"]
+    self.scores_path, self.report_dir = named["scores"], named["report"]
+    self.pseudo_scores_path = named["pseudo_scores"]
     self.pseudo_labels = os.path.join(run_dir, "pseudo-labels")
     self._model_in_memory = (None, None)
     self._records: dict[str, PredictionRecords] = {}
     self.models: dict[str, str] = {}  # every fine-tuned model this run used -> its settings key
-    self.empty_answers: dict[str, dict[str, int]] = {}  # task -> language -> questions without an answer
+    self.resumed_with_overrides: list[str] = []  # models this run resumed with `resume_overrides`
 
   def read(self, task: str, language: str, split: str):
     """Every read of benchmark data goes through here: an official split, or a translation kind."""
@@ -577,14 +641,35 @@ class XtremeRunner:
   def model_dir(self, name: str) -> str:
     return os.path.join(self.run_dir, "models", name)
 
+  def selection(self, task: str) -> Optional[dict]:
+    """How `task`'s models choose the parameters that predict: {"criterion", "metric" (the evaluator's key),
+    "dev": ((task, language, "dev"), ...)}; None for the final model (`final`, QA, no dev data on disk)."""
+    recipe, s = RECIPES[task], self.settings.recipe(RECIPES[task].model_name)
+    if s.selection == "final" or recipe.kind not in SELECTION_METRICS:
+      return None
+    dev = readers.TASKS[task].languages.get("dev", ())
+    wanted = ("en",) if s.selection == "english_dev" else dev
+    langs = [lg for lg in wanted if lg in dev and self.available(task, lg, "dev")]
+    if not langs:
+      return None
+    metric, name = SELECTION_METRICS[recipe.kind]
+    criterion = (f"en dev {name}" if s.selection == "english_dev"
+                 else f"mean dev {name} over {len(langs)} language" + "s" * (len(langs) > 1))
+    return {"criterion": criterion, "metric": metric, "dev": tuple((task, lg, "dev") for lg in langs)}
+
   def model_spec(self, task: str, name: str, sources: tuple, limit: Optional[int]) -> dict:
-    """What defines fine-tuned model `name`, short of its step count (which needs the featurised data)."""
+    """What defines fine-tuned model `name`, short of its step count (which needs the featurised data).
+
+    The optimizer is a top-level key, as in `runs/train.py`, so that
+    RESUME_OVERRIDES ({"optimizer": {...}}) address it the same way.
+    """
     recipe = RECIPES[task]
-    settings = describe(self.settings.recipe(recipe.model_name))
+    s = self.settings.recipe(recipe.model_name)
+    settings = {k: v for k, v in describe(s).items() if k != "optimizer"}
     spec = {"mode": "xtreme-finetune", "model": describe(_model(recipe, self.config)), "train": sources,
-            "limit": limit, "settings": {**settings, "seed": self.settings.seed},
-            "init_checkpoint": self.init_checkpoint, "vocabulary": self.vocabulary,
-            "data_dir": os.path.abspath(self.data_dir) if self.data_dir else None}
+            "limit": limit, "settings": {**settings, "seed": self.settings.seed}, "optimizer": describe(s.optimizer),
+            "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
+            "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
     if self.data.source != "official":
       spec["data_source"] = self.data.source
     if any(src[2] in TRANSLATION_KINDS for src in sources):
@@ -602,7 +687,8 @@ class XtremeRunner:
     run_dir = self.model_dir(name)
     config = _read_json(os.path.join(run_dir, "run_config.json"))
     summary = summary if summary is not None else _read_json(os.path.join(run_dir, "summary.json"))
-    finished = isinstance(config, dict) and isinstance(summary, dict) and summary.get("train_steps") == config.get("steps")
+    finished = (isinstance(config, dict) and isinstance(summary, dict)
+                and summary.get("train_steps") == config.get("steps"))
     if not finished:
       return None
     stable = {k: summary.get(k) for k in ("train_steps", "first_loss", "final_loss", "best")}
@@ -618,29 +704,72 @@ class XtremeRunner:
     return self._model_in_memory[1]
 
   def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
-    """Train (or resume, or reload when finished) `name` in its own run directory."""
+    """Train (or resume, or reload when finished) `name` in its own run directory; (trainer, the parameters
+    `selection` chose: the best on dev, or the final ones)."""
     recipe = RECIPES[task]
     s = self.settings.recipe(recipe.model_name)
     examples = [ex for src in sources for ex in self.read(*src)[:limit]]
     features, owners = _features(recipe, examples, self.vocab, s, training=True)
-    model = _model(recipe, self.config)
     source = FeatureListSource(features, s.batch_size, self.settings.seed,
                                weight_keys=("label_weights",) if recipe.kind == "tagging" else ("example_weights",),
                                model_keys=MODEL_KEYS[recipe.kind])
     steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
+    selection = self.selection(task)
+    if selection is None and s.selection != "final" and recipe.kind in SELECTION_METRICS:
+      logging.warning("%s: no dev data for the %s selection; the final model predicts", name, s.selection)
+    config = TrainerConfig(train_steps=steps, accum_steps=s.accum_steps, log_every=min(self.settings.log_every, steps),
+                           checkpoint_every=steps, keep_checkpoints=1, seed=self.settings.seed,
+                           eval_every=s.eval_every if selection else None,
+                           select_metric=selection["metric"] if selection else None)
+    dev = self._dev_sets(task, s, selection) if selection else None  # all data is read before training starts
     run_dir = self.model_dir(name)
-    claim_run_directory(run_dir, {**self.model_spec(task, name, sources, limit), "steps": steps})
-    trainer = Trainer(model, s.optimizer,
-                      TrainerConfig(train_steps=steps, accum_steps=s.accum_steps,
-                                    log_every=min(self.settings.log_every, steps), checkpoint_every=steps,
-                                    keep_checkpoints=1, seed=self.settings.seed),
-                      self.partition, run_dir)
-    _say(f"fine-tuning {name}: {len(examples)} examples ({len(features)} windows), {steps} steps")
-    logging.info("fine-tuning %s on %s", name, sources)
-    state, summary = trainer.fit(source, None, pretrained_loader(self.init_checkpoint, self.config))
-    trainer.close()
-    self._measure_train_accuracy(recipe, s, name, summary, trainer, state.params, examples, features, owners)
-    return trainer, state.params
+    spec = {**self.model_spec(task, name, sources, limit), "steps": steps}
+    with RunDirectory(run_dir, spec, overrides=self._overrides(name)) as claim:
+      claim.check()
+      trainer = Trainer(_model(recipe, self.config), apply_overrides(claim, s.optimizer), config, self.partition,
+                        run_dir, run_directory=claim)
+      evaluator = functools.partial(self.dev_scores, task, s, trainer, selection["metric"], dev) if dev else None
+      _say(f"fine-tuning {name}: {len(examples)} examples ({len(features)} windows), {steps} steps"
+           + (f", selecting on {selection['criterion']}" if selection else ""))
+      logging.info("fine-tuning %s on %s", name, sources)
+      try:
+        state, summary = trainer.fit(source, None, pretrained_loader(self.init_checkpoint, self.config), evaluator)
+        self._measure_train_accuracy(recipe, s, name, summary, trainer, state.params, examples, features, owners)
+        best = trainer.restore_best_params() if selection else None
+      finally:
+        trainer.close()
+    return trainer, state.params if best is None else best
+
+  def _overrides(self, name: str) -> Optional[dict]:
+    """`resume_overrides` as RunDirectory overrides when model `name` is being resumed (its directory holds an
+    unfinished run), else None: finished models and new ones keep their configured optimizer."""
+    if not self.resume_overrides or self.finished_model(name) is not None:
+      return None
+    if not fs.isfile(os.path.join(self.model_dir(name), "run_config.json")):
+      logging.warning("RESUME_OVERRIDES %s not applied to %s: it holds no run to resume (a run stopped at its "
+                      "first step is not kept), so it starts with its configured optimizer", self.resume_overrides,
+                      self.model_dir(name))
+      return None
+    self.resumed_with_overrides.append(name)
+    return {"optimizer": dict(self.resume_overrides)}
+
+  def _dev_sets(self, task: str, s: TaskSettings, selection: dict) -> list[tuple]:
+    """[(language, examples, features, owners)] of the dev sets `selection` evaluates, featurised once."""
+    dev = []
+    for _, lg, split in selection["dev"]:
+      examples = self.read(task, lg, split)
+      dev.append((lg, examples, *_features(RECIPES[task], examples, self.vocab, s, training=False)))
+    return dev
+
+  def dev_scores(self, task: str, s: TaskSettings, trainer: Trainer, metric: str, dev: Sequence[tuple],
+                 params: Any) -> dict[str, float]:
+    """The `Trainer.fit` evaluator (`params` bound last): {metric: the mean dev score, metric/<lg>: each
+    language's (when several)}, predicted with the step the test predictions use (compiled once)."""
+    recipe = RECIPES[task]
+    scores = {lg: dev_score(task, examples, self._decode(recipe, s, trainer, params, examples, features, owners))
+              for lg, examples, features, owners in dev}
+    each = {f"{metric}/{lg}": value for lg, value in scores.items()} if len(scores) > 1 else {}
+    return {**each, metric: sum(scores.values()) / len(scores)}
 
   def _measure_train_accuracy(self, recipe, s, name, summary, trainer, params, examples, features, owners) -> None:
     """Predict the first `train_accuracy_examples` training examples once; saved beside the model."""
@@ -658,14 +787,15 @@ class XtremeRunner:
                                "train_accuracy": train_accuracy(recipe, subset, predicted)})
 
   def run_entry(self, name: str) -> Optional[dict]:
-    """runs.json's entry of model `name`: task (settings key), criterion, selected step, steps, loss history,
-    training accuracy (None when unmeasured); None while the model is not finished."""
+    """runs.json's entry of model `name`: task (settings key), criterion and selected step (`selected`), steps,
+    loss history, training accuracy of the final parameters (None when unmeasured); None while unfinished."""
     model = self.finished_model(name)
     if model is None:
       return None
     summary, steps = model["summary"], model["summary"]["train_steps"]
+    criterion, step = selected(model)
     measured = _read_json(os.path.join(self.model_dir(name), "train_accuracy.json")) or {}
-    return {"task": self.models.get(name, name), "criterion": "final", "selected_step": steps, "train_steps": steps,
+    return {"task": self.models.get(name, name), "criterion": criterion, "selected_step": step, "train_steps": steps,
             "history": loss_history(summary.get("history", [])),
             "train_accuracy": measured.get("train_accuracy") if measured.get("model") == model["identity"] else None}
 
@@ -713,7 +843,7 @@ class XtremeRunner:
       if model is None or any(model["config"].get(k) != v for k, v in
                               _normalized(self.model_spec(task, name, sources, limit)).items()):
         return None
-      maker = {"model": model["identity"]}  # its run_config.json holds the task's settings
+      maker = {"model": model["identity"], "selected": selected(model)}  # run_config.json holds the settings
     return _digest({"task": task, "language": language, "split": split, **maker,
                     "inputs": [_stamp(p) for p in self._input_paths(task, language, split)]})
 
@@ -769,10 +899,10 @@ class XtremeRunner:
     return self._write_prediction(task, language, split, text, self.pseudo_submission if pseudo else None)
 
   def _answers_json(self, task: str, language: str, questions: Sequence[dict], answers: Mapping[str, str]) -> str:
-    """The submission JSON {id: answer}; questions without an answer span are counted and warned about."""
+    """The submission JSON {id: answer}; questions without an answer span are warned about (the scorer counts
+    empty answers as `invalid`)."""
     empty = [q["id"] for q in questions if not answers.get(q["id"])]
     if empty:
-      self.empty_answers.setdefault(task, {})[language] = len(empty)
       logging.warning("%s %s: %d of %d questions got no answer span (written as empty answers), e.g. %s",
                       task, language, len(empty), len(questions), empty[:3])
     return json.dumps({q["id"]: answers.get(q["id"], "") for q in questions}, ensure_ascii=False, indent=1)
@@ -788,13 +918,12 @@ class XtremeRunner:
     examples = self.read(task, language, "pseudo_test")
     path = self.prediction_path(task, language, self.pseudo_labels)
     if RECIPES[task].kind == "qa":
-      with open(translations.translation_path(task, self.translations_dir, language, "pseudo_test"),
-                encoding="utf-8-sig") as f:
-        text = json.dumps(json.load(f), ensure_ascii=False)  # the SQuAD JSON with answers, as the labels hold it
+      source = translations.translation_path(task, self.translations_dir, language, "pseudo_test")
+      gold = json.dumps(json.loads(text.read_utf8(source)), ensure_ascii=False)  # the SQuAD JSON, as labels hold it
     else:
-      text = "".join(f"{ex['label']}\n" for ex in examples)
+      gold = "".join(f"{ex['label']}\n" for ex in examples)
     if jax.process_index() == 0:
-      atomic.write_text(path, text)
+      atomic.write_text(path, gold)
     return path
 
   # -- retrieval -------------------------------------------------------------
@@ -868,9 +997,16 @@ class XtremeRunner:
     return {(s, t): score for s, t, score in mined}
 
   def retrieval_summary(self, tasks: Iterable[str]) -> dict:
-    """{task: {"pool", "layer", "seq_len"}} of the retrieval tasks among `tasks`, for the report."""
-    return {t: {"pool": self.settings.retrieval(t).pool, "layer": self.retrieval_layer(t),
-                "seq_len": self.settings.retrieval(t).seq_len} for t in tasks if t in RETRIEVAL_TASKS}
+    """{task: {"layer", "pooling", "max_len"}} of the retrieval tasks among `tasks` (the keys the report reads)."""
+    return {t: {"layer": self.retrieval_layer(t), "pooling": self.settings.retrieval(t).pool,
+                "max_len": self.settings.retrieval(t).seq_len} for t in tasks if t in RETRIEVAL_TASKS}
+
+  def write_manifests(self, *folders: str) -> None:
+    """Record the data source (official or TFDS order) in each existing prediction / label folder."""
+    from xtreme_jax.evaluation import scorer
+    for folder in folders:
+      if jax.process_index() == 0 and fs.isdir(folder):
+        scorer.write_manifest(folder, self.data.source)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "layer", "pool"))
@@ -898,19 +1034,46 @@ def sentence_embeddings(config: TransformerConfig, params: Any, features: list[d
 
 # -- the benchmark -------------------------------------------------------------
 
+def _check_overrides(runner: XtremeRunner) -> None:
+  """RESUME_OVERRIDES is None or a dict of keys every task's optimizer may change when resuming."""
+  overrides = runner.resume_overrides
+  if overrides is None:
+    return
+  _require(isinstance(overrides, Mapping), f"RESUME_OVERRIDES={overrides!r}; expected None or a dict of optimizer "
+           "settings, e.g. {'learning_rate': 1e-5}")
+  for key in FINETUNED:  # unknown keys, or max_grad_norm switched on / off: before any directory is touched
+    runner.settings.recipe(key).optimizer.with_overrides(dict(overrides))
+
+
+def _check_labels(runner: XtremeRunner, tasks: Sequence[str], labels_dir: Optional[str]) -> None:
+  """LABELS_DIR exists and, for tasks scored line by line, holds labels in the order the data source predicts."""
+  from xtreme_jax.evaluation import scorer
+  if not labels_dir:
+    return
+  if not fs.isdir(labels_dir):
+    raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
+                                   f"leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json)")
+  source, blocked = scorer.data_source(labels_dir), [t for t in tasks if t in scorer.ORDER_DEPENDENT]
+  _require(source == runner.data.source or not blocked,
+           f"cannot score {', '.join(blocked)} against LABELS_DIR {labels_dir}: its labels are in the {source} "
+           f"order (its manifest.json; none: official) but DATA_SOURCE={runner.data.source!r} predicts in the "
+           f"{runner.data.source} order (the TFDS builders shuffle examples), and these tasks match lines by "
+           f"position; score against labels from the same source, or set LABELS_DIR=None or DATA_SOURCE={source!r}")
+
+
 def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Mapping],
               labels_dir: Optional[str]) -> dict[str, list[str]]:
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
   _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('xnli',)")
+  _require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {list(TASKS)}")
   unknown = sorted(set(tasks) - set(TASKS))
   _require(not unknown, f"unknown task(s) {unknown}; valid: {list(TASKS)}")
   _require(languages is None or isinstance(languages, Mapping),
            f"LANGUAGES={languages!r}; expected None or a dict {{task: [language, ...]}}")
   extra = sorted(set(languages or {}) - set(tasks))
   _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
-  if labels_dir and not os.path.isdir(labels_dir):
-    raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
-                                   f"leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json)")
+  _check_labels(runner, tasks, labels_dir)
+  _check_overrides(runner)
   config, longest = runner.config, max_length(runner.config)
   for task in tasks:
     if task in RETRIEVAL_TASKS:
@@ -928,11 +1091,22 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   return plan
 
 
+def run_fingerprint(runner: XtremeRunner) -> dict:
+  """What defines a benchmark run directory: model, vocabulary, data, every task's recipe, initial checkpoint,
+  seed. Not the task / language selection, the setting, the labels, PSEUDO_TEST or the partitioning (module doc)."""
+  s = runner.settings
+  recipes = {**{k: describe(s.recipe(k)) for k in FINETUNED}, **{k: describe(s.retrieval(k)) for k in RETRIEVAL_TASKS}}
+  return {"mode": "xtreme", "model": describe(runner.config), "vocabulary": runner.vocabulary,
+          "data_source": runner.data.source, "data_dir": fs.abspath(runner.data_dir) if runner.data_dir else None,
+          "init_checkpoint": runner.init_checkpoint, "seed": s.seed, "tasks": recipes}
+
+
 def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
            labels_dir: Optional[str] = None, tasks: Sequence[str] = TASKS,
            languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
            settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
-           translations_dir: Optional[str] = None, pseudo_test: bool = False, data_source: str = "official") -> dict:
+           translations_dir: Optional[str] = None, pseudo_test: bool = False, data_source: str = "official",
+           resume_overrides: Optional[dict] = None) -> dict:
   """Runs the XTREME benchmark in `settings.setting`; returns the scores (when `labels_dir` is given).
 
   `data_source`: "official" (`data_dir` is the `download/` folder) or "tfds"
@@ -940,14 +1114,26 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
   `translations_dir`: the copy of gs://xtreme_translations (default `<data_dir>/translations`).
   `pseudo_test`: also predict and score the pseudo test languages found there
   (the result then has a `pseudo` entry: {task: {language: metrics}}).
-  The result also holds `runs` ({model: run entry}, as `<run_dir>/runs.json`),
-  `retrieval` (pooling, layer and max length of BUCC / Tatoeba) and, when
-  some QA questions got no answer span, `empty_answers` ({task: {language: count}}).
+  `resume_overrides`: optimizer settings for the models being resumed, e.g.
+  after a NaN stop (module doc).
+  The result also holds `runs` ({model: run entry}, as `<run_dir>/runs.json`)
+  and `retrieval` (layer, pooling and max length of BUCC / Tatoeba).
+  `run_dir` is claimed for the whole run (`RunDirectory`, `run_fingerprint`).
   """
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
-                        translations_dir, data_source)
-  plan = check_run(runner, tasks, languages, labels_dir)
-  pseudo_plan = {t: runner.pseudo_languages(t) for t in tasks} if pseudo_test else {}
+                        translations_dir, data_source, resume_overrides)
+  with RunDirectory(run_dir, run_fingerprint(runner), known=RUN_ENTRIES) as claim:
+    resumed = claim.check()
+    plan = check_run(runner, tasks, languages, labels_dir)
+    claim.commit()
+    logging.info("XTREME run in %s (%s): %s", run_dir, "re-entered" if resumed else "new", plan)
+    return run_benchmark(runner, plan, labels_dir, pseudo_test)
+
+
+def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_dir: Optional[str],
+                  pseudo_test: bool = False) -> dict:
+  """Fine-tune, predict and retrieve `plan` ({task: [languages]}, from `check_run`), then score and report."""
+  pseudo_plan = {t: runner.pseudo_languages(t) for t in plan} if pseudo_test else {}
   for task, langs in plan.items():
     if task in RETRIEVAL_TASKS:
       runner.retrieve_task(task, langs)
@@ -955,22 +1141,23 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
       runner.predict_task(task, langs)
     if pseudo_plan.get(task):
       runner.predict_task(task, pseudo_plan[task], pseudo=True)
+  runner.write_manifests(runner.submission)
+  if runner.resume_overrides and not runner.resumed_with_overrides:
+    logging.warning("RESUME_OVERRIDES %s unused: no model in %s was being resumed", runner.resume_overrides,
+                    os.path.join(runner.run_dir, "models"))
   extras = {"runs": runner.write_runs(), "retrieval": runner.retrieval_summary(plan)}
-  if runner.empty_answers:
-    extras["empty_answers"] = runner.empty_answers
-  pseudo = score_pseudo(runner, pseudo_plan) if pseudo_test else None
-  if pseudo is not None:
-    extras["pseudo"] = pseudo
+  if pseudo_test:
+    extras["pseudo"] = score_pseudo(runner, pseudo_plan)
   if not labels_dir:
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
     return extras
   from xtreme_jax.evaluation import report, scorer
   _say(f"scoring {runner.submission} against {labels_dir}")
-  results = scorer.score_submission(runner.submission, labels_dir, out=os.path.join(run_dir, "scores.json"))
+  results = scorer.score_submission(runner.submission, labels_dir, out=runner.scores_path, tasks=list(plan))
   results = {**results, **extras}
-  report.write_report(results, os.path.join(run_dir, "report"))
+  report.write_report(results, runner.report_dir)
   print(scorer.format_table(results))
-  print(f"report: {os.path.join(run_dir, 'report', 'report.md')}")
+  print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
   return results
 
 
@@ -983,9 +1170,9 @@ def score_pseudo(runner: XtremeRunner, plan: dict) -> dict:
       gold = runner.write_pseudo_gold(task, lg)
       pred = runner.prediction_path(task, lg, runner.pseudo_submission)
       scores.setdefault(task, {})[lg] = scorer.score_file(task, lg, pred, gold)
-  out = os.path.join(runner.run_dir, f"scores-{runner.settings.setting}-pseudo.json")
+  runner.write_manifests(runner.pseudo_submission, runner.pseudo_labels)
   if jax.process_index() == 0:
-    atomic.write_json(out, scores)
+    atomic.write_json(runner.pseudo_scores_path, scores)
   if not scores:
     print("pseudo test: no pseudo test file found under", runner.translations_dir)
   for task, by_lang in scores.items():
