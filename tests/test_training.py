@@ -229,6 +229,10 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
   with pytest.raises(NonFiniteLossError, match=r"non-finite loss=nan.* at step 8.*last good checkpoint is step 5"):
     _fit(tmp_path, PoisonedSource(poison_at=7), steps=10, every=5)
   assert sorted(os.listdir(tmp_path / "checkpoints")) == ["5"]
+  # Before any checkpoint there is nothing to resume: the advice is to lower the configured rate.
+  with pytest.raises(NonFiniteLossError, match=r"at step 1; stopped\. No checkpoint was written .* lower the "
+                                               r"learning rate in the configuration"):
+    _fit(tmp_path / "early", PoisonedSource(poison_at=0), steps=10, every=5)
 
 
 # -- run directory -------------------------------------------------------------

@@ -100,7 +100,7 @@ def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimiz
                     files=files) as claim:
     resumed = claim.check()
     logging.info("%s run in %s (%s)", mode, run_dir, "resuming" if resumed else "new")
-    optimizer = _apply_overrides(claim, optimizer)
+    optimizer = apply_overrides(claim, optimizer)
     runner = Trainer(model, optimizer, trainer, partition, run_dir, run_directory=claim)
     try:
       _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config))
@@ -112,7 +112,7 @@ def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimiz
   return summary
 
 
-def _apply_overrides(claim: RunDirectory, optimizer: OptimizerConfig) -> OptimizerConfig:
+def apply_overrides(claim: RunDirectory, optimizer: OptimizerConfig) -> OptimizerConfig:
   """The optimizer with the run directory's recorded overrides and this run's applied (logged)."""
   changes = claim.effective_overrides().get("optimizer", {})
   if not changes:

@@ -128,7 +128,7 @@ from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.runs.train import _apply_overrides as apply_overrides, describe, pretrained_loader
+from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig

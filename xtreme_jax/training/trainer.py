@@ -539,12 +539,15 @@ class Trainer:
     bad = [k for k in ("loss", "grad_norm", "update_norm") if not math.isfinite(record[k])]
     if bad:
       last = self.checkpointer.latest_step()
-      lower = {"learning_rate": float(f"{self.optimizer.learning_rate / 10:.3g}")}
+      lower = float(f"{self.optimizer.learning_rate / 10:.3g}")
+      what = f"non-finite {', '.join(f'{k}={record[k]}' for k in bad)} at step {step}; stopped."
+      if last is None:  # nothing to resume from: the run directory was not claimed either
+        raise NonFiniteLossError(f"{what} No checkpoint was written in {self.run_dir}; lower the learning rate in "
+                                 f"the configuration (e.g. learning_rate={lower}) or check the data, then re-run")
       raise NonFiniteLossError(
-          f"non-finite {', '.join(f'{k}={record[k]}' for k in bad)} at step {step}; stopped. The last good "
-          f"checkpoint is {'step ' + str(last) if last is not None else 'none (no checkpoint yet)'} in "
-          f"{self.run_dir}. To resume from it with a lower learning rate, re-run the same command with "
-          f"--gin.RESUME_OVERRIDES=\"{lower}\" (or check the data)")
+          f"{what} The last good checkpoint is step {last} in {self.run_dir}. To resume from it with a lower "
+          f"learning rate, re-run the same command with --gin.RESUME_OVERRIDES=\"{ {'learning_rate': lower} }\" "
+          "(or check the data)")
     return record
 
   def _say(self, message: str) -> None:
