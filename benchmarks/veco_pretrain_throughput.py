@@ -223,7 +223,7 @@ class Variant:
     try:
       t = self.trainer
       with t.sharding_context():  # as Trainer.train_step
-        cost = t._train_step.lower(self.state, t.to_global(self.batch)).cost_analysis()
+        cost = t._train_step.lower(self.state, t.to_global(self.batch), t.hyperparameters).cost_analysis()
       if isinstance(cost, (list, tuple)):
         cost = cost[0] if cost else {}
       return float(cost["flops"]) if cost and "flops" in cost else None

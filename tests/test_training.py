@@ -286,7 +286,8 @@ def test_activation_constraints_reach_the_compiled_step(tmp_path):
   trainer = make_trainer(tmp_path, "tensor_parallel")
   state = trainer.init_state(RandomMlmSource().batch(0))
   with trainer.sharding_context():
-    text = trainer._train_step.lower(state, trainer.to_global(RandomMlmSource().batch(0))).as_text()
+    text = trainer._train_step.lower(state, trainer.to_global(RandomMlmSource().batch(0)),
+                                       trainer.hyperparameters).as_text()
   constraints = [line for line in text.splitlines() if "sharding_constraint" in line]
   assert any('[{"data"}, {}, {"model"}, {}]' in line for line in constraints), constraints[:5]
   assert any('[{"data"}, {}, {}]' in line for line in constraints)  # (batch, length, embed)

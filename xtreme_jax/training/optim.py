@@ -1,4 +1,9 @@
-"""AdamW with linear warmup + linear decay, decay masks, clipping, freezing."""
+"""AdamW with linear warmup + linear decay, decay masks, clipping, freezing.
+
+The optimizer's structure (`structure(config)`) and its numbers
+(`hyperparameters(config, steps)`) are kept apart: the compiled train step
+depends on the first only and takes the numbers as data.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from xtreme_jax import errors
@@ -91,14 +97,45 @@ def param_path(path) -> str:
   return "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
 
 
-def warmup_linear_decay(config: OptimizerConfig, total_steps: int) -> optax.Schedule:
-  """0 -> lr over the warmup steps, then lr -> 0 at `total_steps`."""
+def _warmup(config: OptimizerConfig, total_steps: int) -> int:
   warmup = config.warmup_steps if config.warmup_steps is not None else int(config.warmup_ratio * total_steps)
-  warmup = max(0, min(warmup, total_steps))
-  return optax.join_schedules(
-      [optax.linear_schedule(0.0, config.learning_rate, warmup),
-       optax.linear_schedule(config.learning_rate, 0.0, max(1, total_steps - warmup))],
-      [warmup])
+  return max(0, min(warmup, total_steps))
+
+
+def hyperparameters(config: OptimizerConfig, total_steps: int) -> dict:
+  """The numbers of the optimizer and its schedules, as float32 scalars.
+
+  The train step takes them as data, not as compiled-in constants, so runs
+  that differ only in learning rate, warm-up, weight decay, Adam's constants,
+  the clipping norm or the number of steps share one compiled step.
+  """
+  later_total = max(1, total_steps - config.first_stage_steps)
+  numbers = {"learning_rate": config.learning_rate, "weight_decay": config.weight_decay, "b1": config.b1,
+             "b2": config.b2, "eps": config.eps, "max_grad_norm": config.max_grad_norm or 0.0,
+             "total_steps": total_steps, "warmup_steps": _warmup(config, total_steps),
+             "first_stage_steps": config.first_stage_steps,
+             "later_total_steps": later_total, "later_warmup_steps": _warmup(config, later_total)}
+  return {k: np.float32(x) for k, x in numbers.items()}
+
+
+def structure(config: OptimizerConfig) -> OptimizerConfig:
+  """`config` with its numbers replaced by fixed ones: what the optimizer's structure (and so its compiled
+  step) depends on: clipping on or off, freezing, the two stages and which parameters train first."""
+  return dataclasses.replace(config, learning_rate=1.0, warmup_ratio=0.0, warmup_steps=None, weight_decay=0.0,
+                             b1=0.9, b2=0.999, eps=1e-8, max_grad_norm=None if config.max_grad_norm is None else 1.0,
+                             first_stage_steps=min(config.first_stage_steps, 1))
+
+
+def warmup_linear_decay(peak, warmup, total) -> optax.Schedule:
+  """0 -> `peak` over `warmup` steps, then `peak` -> 0 at `total` (numbers may be traced scalars)."""
+
+  def schedule(count):
+    count = jnp.asarray(count, jnp.float32)
+    rising = peak * count / jnp.maximum(warmup, 1.0)
+    falling = peak * jnp.maximum(total - count, 0.0) / jnp.maximum(total - warmup, 1.0)
+    return jnp.where(count < warmup, rising, falling)
+
+  return schedule
 
 
 def _decays(path_str: str) -> bool:
@@ -108,15 +145,21 @@ def _decays(path_str: str) -> bool:
 
 
 def make_optimizer(config: OptimizerConfig, total_steps: int, params: Any) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """The optax chain and its learning-rate schedule for `params`' structure."""
-  schedule = warmup_linear_decay(config, total_steps)
+  """The optax chain and its learning-rate schedule for `params`' structure (numbers as constants)."""
+  return build_optimizer(config, hyperparameters(config, total_steps), params)
+
+
+def build_optimizer(config: OptimizerConfig, numbers: dict, params: Any) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """The optax chain of `config`'s structure with `numbers` (`hyperparameters`, possibly traced)."""
+  h = numbers
+  schedule = warmup_linear_decay(h["learning_rate"], h["warmup_steps"], h["total_steps"])
   paths = jax.tree_util.tree_map_with_path(lambda p, _: param_path(p), params)
   decay_mask = jax.tree_util.tree_map(_decays, paths)
 
   def adamw(sched):
-    clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
-    return optax.chain(*clip, optax.adamw(sched, b1=config.b1, b2=config.b2, eps=config.eps,
-                                          weight_decay=config.weight_decay, mask=decay_mask))
+    clip = [optax.clip_by_global_norm(h["max_grad_norm"])] if config.max_grad_norm is not None else []
+    return optax.chain(*clip, optax.adamw(sched, b1=h["b1"], b2=h["b2"], eps=h["eps"],
+                                          weight_decay=h["weight_decay"], mask=decay_mask))
 
   tx = adamw(schedule)
   labels = jax.tree_util.tree_map(lambda _: "train", paths)
@@ -128,8 +171,8 @@ def make_optimizer(config: OptimizerConfig, total_steps: int, params: Any) -> tu
       raise errors.ConfigError(f"OptimizerConfig.first_stage_trains = {config.first_stage_trains!r} matches no "
                                "parameter")
     # The late group warms up and decays over the steps that remain when it joins.
-    later = warmup_linear_decay(config, max(1, total_steps - config.first_stage_steps))
-    transforms["later"] = after_steps(adamw(later), config.first_stage_steps)
+    later = warmup_linear_decay(h["learning_rate"], h["later_warmup_steps"], h["later_total_steps"])
+    transforms["later"] = after_steps(adamw(later), h["first_stage_steps"])
   if config.freeze:
     pattern = re.compile(config.freeze)
     if any("layers/layer/" in p and pattern.search(p) for p in jax.tree_util.tree_leaves(paths)):

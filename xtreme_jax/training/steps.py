@@ -8,7 +8,7 @@ normalises by the total weight, so the update equals the full-batch update.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import flax.struct
 import jax
@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from xtreme_jax.models.base import Model
+from xtreme_jax.training.optim import OptimizerConfig, build_optimizer
 
 
 class TrainState(flax.struct.PyTreeNode):
@@ -48,9 +49,15 @@ def per_token_means(sums: dict) -> dict:
   return out
 
 
-def train_step(state: TrainState, batch: dict, *, model: Model, tx: optax.GradientTransformation,
-               schedule: Callable, accum_steps: int = 1) -> tuple[TrainState, dict]:
-  """One optimizer update; returns the new state and per-step metrics."""
+def train_step(state: TrainState, batch: dict, hyperparameters: dict, *, model: Model, optimizer: OptimizerConfig,
+               accum_steps: int = 1) -> tuple[TrainState, dict]:
+  """One optimizer update; returns the new state and per-step metrics.
+
+  `optimizer` gives the optimizer's structure (static), `hyperparameters`
+  (`optim.hyperparameters`) its numbers (data): one compiled step serves
+  every learning rate, schedule length and weight decay.
+  """
+  tx, schedule = build_optimizer(optimizer, hyperparameters, state.params)
   rng = jax.random.fold_in(state.rng, state.step)
   grad_fn = jax.value_and_grad(model.loss_fn, has_aux=True)
 

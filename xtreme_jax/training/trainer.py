@@ -50,7 +50,8 @@ from xtreme_jax import atomic, errors, fs
 from xtreme_jax.models.base import Model
 from xtreme_jax.training import partitioning, validation as v, writers
 from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
-from xtreme_jax.training.optim import OptimizerConfig, make_optimizer
+from xtreme_jax.training import optim
+from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.steps import TrainState, eval_step, per_token_means, predict_step, train_step
 
 SUMMARY = "summary.json"
@@ -192,7 +193,6 @@ class _Programs:
   """The optimizer, shardings and jitted functions of one (model, optimizer, mesh, batch shape)."""
 
   tx: Any
-  schedule: Any
   param_specs: Any
   state_specs: TrainState
   state_shardings: Any
@@ -205,13 +205,14 @@ class _Programs:
 
 
 @functools.lru_cache(maxsize=8)
-def _programs(model: Model, optimizer: OptimizerConfig, train_steps: int, accum_steps: int, mesh, rules: tuple,
+def _programs(model: Model, optimizer: OptimizerConfig, accum_steps: int, mesh, rules: tuple,
               shapes: tuple) -> _Programs:
   """Traced and jitted once per configuration: Trainers of equal configurations (a resumed run, the models
-  of a benchmark that share an architecture) reuse the compiled steps instead of tracing them again."""
+  of a benchmark that share an architecture, whatever their number of steps or learning rate: `optimizer` is
+  `optim.structure(...)`, the numbers are data) reuse the compiled steps instead of tracing them again."""
   batch = {k: jax.ShapeDtypeStruct(shape, np.dtype(dtype)) for k, shape, dtype in shapes}
   boxed = jax.eval_shape(model.init, jax.random.PRNGKey(0), batch)
-  tx, schedule = make_optimizer(optimizer, train_steps, nn.unbox(boxed))
+  tx, _ = optim.build_optimizer(optimizer, optim.hyperparameters(optimizer, 1), nn.unbox(boxed))
   with nn.logical_axis_rules(rules):  # outside the mesh: unboxing must not add constraints here
     param_specs = partitioning.param_specs(boxed, mesh, rules)
 
@@ -226,13 +227,13 @@ def _programs(model: Model, optimizer: OptimizerConfig, train_steps: int, accum_
   state_specs = _state_specs(state_shapes, param_specs)
   state_shardings = partitioning.to_shardings(state_specs, mesh)
   data_sharding = partitioning.batch_sharding(mesh, rules)  # a prefix: every feature is split on its batch dim
-  step = functools.partial(train_step, model=model, tx=tx, schedule=schedule, accum_steps=accum_steps)
+  step = functools.partial(train_step, model=model, optimizer=optimizer, accum_steps=accum_steps)
   return _Programs(
-      tx=tx, schedule=schedule, param_specs=param_specs, state_specs=state_specs, state_shardings=state_shardings,
+      tx=tx, param_specs=param_specs, state_specs=state_specs, state_shardings=state_shardings,
       abstract_params=state_shapes.params,
       make_state=jax.jit(make_state, out_shardings=state_shardings),
       init_opt_state=jax.jit(tx.init, out_shardings=state_shardings.opt_state),
-      train_step=jax.jit(step, in_shardings=(state_shardings, data_sharding),
+      train_step=jax.jit(step, in_shardings=(state_shardings, data_sharding, None),
                          out_shardings=(state_shardings, None), donate_argnums=(0,)),
       eval_step=jax.jit(functools.partial(eval_step, model=model),
                         in_shardings=(state_shardings.params, data_sharding)),
@@ -295,9 +296,10 @@ class Trainer:
     parameters with host arrays, e.g. a pretrained backbone; they are placed
     with the parameters' shardings (every host passes the full values).
     """
-    programs = _programs(self.model, self.optimizer, self.config.train_steps, self.config.accum_steps,
+    programs = _programs(self.model, optim.structure(self.optimizer), self.config.accum_steps,
                          self.mesh, self.rules, _shapes(batch))
-    self.tx, self.schedule, self.param_specs = programs.tx, programs.schedule, programs.param_specs
+    self.hyperparameters = optim.hyperparameters(self.optimizer, self.config.train_steps)
+    self.tx, self.param_specs = programs.tx, programs.param_specs
     self.state_specs, self.state_shardings = programs.state_specs, programs.state_shardings
     self.abstract_params = programs.abstract_params
     self._train_step, self._eval_step, self._predict_step = (
@@ -320,7 +322,7 @@ class Trainer:
 
   def train_step(self, state: TrainState, batch: dict):
     with self.sharding_context():
-      return self._train_step(state, self.to_global(batch))
+      return self._train_step(state, self.to_global(batch), self.hyperparameters)
 
   def evaluate(self, params: Any, batches: Iterator[dict]) -> dict:
     """Weighted means of the model's metrics over `batches`."""
