@@ -262,7 +262,10 @@ def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
 
   kw = dict(vocabulary="sample_spm.model", data_dir=paths.sample_dir(), monolingual_dir="pretrain",
             parallel_dir="parallel", segment_len=12, batch_size=8)
-  config = CFG.replace(vocab_size=1024, max_positions=40)
+  # XLM-R-style like the sample vocabulary; the same model and batch shapes as the streamed resume test in
+  # test_pretraining_streams.py, so the session's compilation cache serves both.
+  config = TransformerConfig(vocab_size=1024, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                             max_positions=40, type_vocab_size=1, pad_token_id=1, position_style="roberta")
 
   def fit(run_dir, source):
     trainer = Trainer(VecoModel(config), OptimizerConfig(learning_rate=1e-3, warmup_steps=1),

@@ -13,6 +13,7 @@ The subclasses also derive from the built-in exception a caller would expect
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Callable, Optional, Sequence
@@ -34,6 +35,13 @@ class DataError(UserError, ValueError):
 
 class MissingInputError(UserError, FileNotFoundError):
   """A file or folder the run needs does not exist."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse, with a bad command line reported as one `ConfigError` line (not usage + error)."""
+
+  def error(self, message: str):
+    raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def location(path: str, line: Optional[int] = None, byte: Optional[int] = None) -> str:

@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
   width = max((len(rel) for rel, _ in listed), default=0)
   lines = [f"  {rel:<{width}}  {description}".rstrip() for rel, description in listed]
   epilog = "bundled experiments (--gin_file=FILE with FILE as listed):\n" + "\n".join(lines) + "\n\n" + EXAMPLES
-  parser = argparse.ArgumentParser(prog="xtreme-jax run", usage=USAGE, description=DESCRIPTION, epilog=epilog,
+  parser = errors.ArgumentParser(prog="xtreme-jax run", usage=USAGE, description=DESCRIPTION, epilog=epilog,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("-v", "--verbose", action="count", default=0,
                       help="more logging: -v INFO, -vv DEBUG including absl / JAX / TensorFlow (default: warnings)")
