@@ -14,13 +14,17 @@ os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # noqa: E402
 
+import atexit  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_platforms", "cpu")
 # Many tests build a Trainer for the same tiny model: a per-session persistent
 # compilation cache turns every repeated compile into a cache hit.
-jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="xtreme_jax_test_xla_cache_"))
+_CACHE_DIR = tempfile.mkdtemp(prefix="xtreme_jax_test_xla_cache_")
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)  # per session: nothing left in /tmp
+jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 

@@ -114,7 +114,6 @@ API_MINIMUMS = {
     "tensorflow": ("2.20", "earlier releases cap protobuf below the 6.31 tensorflow-metadata 1.21 needs"),
     "tensorflow-text": ("2.20", "the tensorflow it pairs with"),
     "protobuf": ("6.31.1", "tensorflow-metadata 1.21's generated code"),
-    "clu": ("0.0.11", "0.0.10 pins numpy==1.23.1"),
     "tokenizers": ("0.19.1", "reads the XLM-R tokenizer.json that transformers 5 writes (0.15 cannot)"),
 }
 
@@ -137,7 +136,21 @@ def test_declared_lower_bounds_are_no_lower_than_the_api_minimums(project):
     assert bound is not None and bound >= Version(minimum), f"{name}: declared {declared[name]}, needs >={minimum}: {why}"
   assert "tensorboardx" not in declared  # metrics go through clu's writer interface
   assert Version(project["requires-python"].lstrip(">=")) >= Version("3.11")  # jax 0.7
-  assert any(Requirement(r).name == "torch" for r in project["optional-dependencies"]["torch"])
+  extras = project["optional-dependencies"]
+  assert any(Requirement(r).name == "torch" for r in extras["torch"])
+  tensorboard = {canonicalize_name(Requirement(r).name): r for r in extras["tensorboard"]}
+  assert _lower_bound(Requirement(tensorboard["clu"])) >= Version("0.0.11")  # 0.0.10 pins numpy==1.23.1
+
+
+def test_tfds_build_extra_declares_what_preparing_the_xtreme_builders_needs(project):
+  """`tfds build` imports apache-beam; TFDS >= 4.9 needs importlib_resources (undeclared on Python >= 3.9);
+  xtreme_pos / universal_dependencies parse CoNLL-U with conllu >= 4 (`token["upos"]`)."""
+  extras = project["optional-dependencies"]
+  build = {canonicalize_name(Requirement(r).name): Requirement(r) for r in extras["tfds-build"]}
+  assert {"apache-beam", "importlib-resources", "conllu"} <= set(build)
+  assert _lower_bound(build["conllu"]) >= Version("4")
+  pretraining = {canonicalize_name(Requirement(r).name) for r in extras["tfds-build-pretraining"]}
+  assert {"xtreme-jax", "apache-beam", "gcld3"} <= pretraining
 
 
 def test_installed_versions_satisfy_the_declared_requirements(project):

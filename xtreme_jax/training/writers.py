@@ -40,14 +40,18 @@ UPLOAD_SECONDS = 60.0  # a remote metrics.jsonl is uploaded at least this often 
 
 def check_setting(setting: Any) -> None:
   """ConfigError when TensorBoard events are required but cannot be written."""
-  if setting is True and importlib.util.find_spec("tensorboard") is None:
-    raise errors.ConfigError("TrainerConfig.tensorboard = True needs the tensorboard package: "
-                             "pip install tensorboard (metrics.jsonl is written regardless)")
+  if setting is True and not _installed():
+    raise errors.ConfigError("TrainerConfig.tensorboard = True needs the tensorboard and clu packages: "
+                             "pip install 'xtreme-jax[tensorboard]' (metrics.jsonl is written regardless)")
+
+
+def _installed() -> bool:
+  return all(importlib.util.find_spec(name) is not None for name in ("tensorboard", "clu"))
 
 
 def tensorboard_enabled(setting: Any) -> bool:
   if setting == "auto":
-    return "tensorflow" in sys.modules and importlib.util.find_spec("tensorboard") is not None
+    return "tensorflow" in sys.modules and _installed()
   return bool(setting)
 
 
