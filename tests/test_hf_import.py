@@ -253,7 +253,7 @@ def _cli_error(capsys, *argv):
   return err.strip()
 
 
-@pytest.mark.parametrize("kind,flag", [("bert", False), ("xlmr", False), ("xlmr", True)])
+@pytest.mark.parametrize("kind,flag", [("bert", False), ("xlmr", False), ("bert", True), ("xlmr", True)])
 def test_untied_output_layer_is_imported(tmp_path, kind, flag):
   """tie_word_embeddings=False, or (flag True) a decoder weight that differs from the word embeddings, which
   transformers 5.x loads untied too: the logits equal HF's, and the kernel survives save / load."""
@@ -263,7 +263,9 @@ def test_untied_output_layer_is_imported(tmp_path, kind, flag):
   if flag:
     st = os.path.join(path, "model.safetensors")
     sd = load_file(st)
-    sd["lm_head.decoder.weight"] = 0.1 * torch.randn(99, 32)
+    decoder = {"bert": "cls.predictions.decoder.weight", "xlmr": "lm_head.decoder.weight"}[kind]
+    assert decoder not in sd  # tied: save_pretrained drops it
+    sd[decoder] = 0.1 * torch.randn(99, 32)
     write_state_dict(path, sd)
   config, params = hf.load(path)
   assert not config.tie_word_embeddings and params["mlm_head"]["decoder"]["kernel"].shape == (32, 99)
@@ -332,6 +334,35 @@ def test_import_is_all_or_nothing(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
       hf.import_hf(src, tmp_path / out)
   assert sorted(os.listdir(tmp_path)) == ["empty", "hf", "out"] and not os.listdir(tmp_path / "empty")
+
+
+def test_killed_writes_leave_nothing_the_next_write_keeps(tmp_path, caplog):
+  """A SIGKILL mid-import leaves `.OUT.<random>.tmp/`; the next import or export of OUT removes it (only it)."""
+  stale = [tmp_path / ".out.k2j4h5g6.tmp", tmp_path / ".out.ab_12345.tmp"]  # tempfile.mkdtemp's names
+  (stale[0] / "params").mkdir(parents=True)
+  (stale[0] / "params" / "half").write_text("x")
+  stale[1].mkdir()
+  others = [".out.k2j4h5g6.tmp.bak", ".outer.k2j4h5g6.tmp", ".out.short.tmp", "out.k2j4h5g6.tmp"]
+  for name in others:
+    (tmp_path / name).write_text("not ours")
+
+  def write(tmp):
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+      f.write("{}")
+
+  with caplog.at_level(logging.WARNING, logger="xtreme_jax.hf"):
+    hf._write_directory(str(tmp_path / "out"), write)
+  assert sorted(os.listdir(tmp_path)) == sorted(others + ["out"])
+  assert os.listdir(tmp_path / "out") == ["config.json"]
+  assert all(str(p) in caplog.text for p in stale)
+
+
+def test_import_hf_command_line_errors_are_one_line(capsys):
+  err = _cli_error(capsys)  # no SRC / OUT
+  assert err == "error: xtreme-jax import-hf: the following arguments are required: SRC, OUT (see xtreme-jax " \
+                "import-hf --help)"
+  assert _cli_error(capsys, "a", "b", "--scan-layer").startswith(
+      "error: xtreme-jax import-hf: unrecognized arguments: --scan-layer")
 
 
 def test_pytorch_checkpoint_without_torch_says_how_to_install_it(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from conftest import TINY
 from xtreme_jax import errors
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params, unstack_layer_params
-from xtreme_jax.networks.layers import attention_mask, default_positions
+from xtreme_jax.networks.layers import attention_mask, default_positions, max_tokens
 
 IDS = jnp.array([[2, 5, 6, 7, 3, 0], [2, 8, 3, 0, 0, 0]])
 MASK = (IDS > 0).astype(jnp.int32)
@@ -85,7 +85,13 @@ def _trace(config, length, positions=False):
 @pytest.mark.parametrize("explicit", [False, True])
 def test_sequence_longer_than_the_position_table_is_a_clear_error(style, pad, limit, start, explicit):
   config = TINY.replace(position_style=style, pad_token_id=pad)  # max_positions=24
+  assert max_tokens(config) == limit
   _trace(config, limit, explicit)  # the longest sequence that fits
+  if explicit:
+    # Explicit positions restart per segment (a TLM pair): the sequence may be longer than the table, and
+    # the position values are data (VECO checks its segments' lengths, see test_veco.py).
+    _trace(config, 2 * limit, explicit)
+    return
   msg = (f"sequence length {limit + 1} exceeds the position table: max_positions=24 allows {limit} tokens{start}; "
          "lower SEQ_LEN / the reader's max length")
   with pytest.raises(errors.ConfigError, match=re.escape(msg)):

@@ -126,6 +126,8 @@ def test_stale_temporary_files_are_removed_when_a_run_directory_is_claimed_again
   (run / ".summary.json.k2j4h5g6.tmp").write_text("{\"half")
   (run / "models" / "xnli" / "checkpoints" / "12.orbax-checkpoint-tmp-1234" / "state").mkdir(parents=True)
   (run / "models" / "xnli" / ".eval.json.zz99yy88.tmp").write_text("")
+  (run / "models" / ".encoder.ab_12cd3.tmp" / "params").mkdir(parents=True)  # a killed export-encoder's folder
+  (run / "models" / ".encoder.ab_12cd3.tmp" / "params" / "half").write_text("x")
   (run / ".notes").write_text("kept")
   with RunDirectory(str(run), {"a": 1}) as claim:
     assert claim.check() is True
@@ -213,6 +215,38 @@ def test_nan_stop_then_resume_with_a_lower_learning_rate(tmp_path, straight):
   assert_same(state.params, straight)
 
 
+def test_nan_advice_is_what_a_re_run_accepts(tmp_path, straight):
+  run = str(tmp_path / "run")
+
+  def pretrain(lr, warmup=2, overrides=None):
+    return train.pretrain(run, TINY, RandomMlmSource(),
+                          optimizer=OptimizerConfig(learning_rate=lr, warmup_steps=warmup),
+                          trainer=TrainerConfig(train_steps=10, log_every=1, checkpoint_every=5, progress_bar=False),
+                          partition=PartitionConfig("data_parallel", (2, 4)), resume_overrides=overrides)
+
+  # A NaN at the first step: start-up failed, nothing was claimed, so the configured rate is what to change.
+  with pytest.raises(NonFiniteLossError, match=r"at step 1; stopped\. No checkpoint was written in .*; lower the "
+                                               r"learning rate in the configuration \(e\.g\. learning_rate=1e\+37\)"):
+    pretrain(1e38, warmup=0)
+  assert not os.path.exists(run)
+  # A NaN at step 3: the directory was committed after step 1 but holds no checkpoint (every 5 steps). Another
+  # configured rate is refused there, so the advice is RESUME_OVERRIDES, which starts the run again from step 0.
+  with pytest.raises(NonFiniteLossError) as stopped:
+    pretrain(1e12)
+  message = str(stopped.value)
+  assert f"at step 3; stopped. No checkpoint was written yet in {run}. To start the run again from step 0 " in message
+  assert "re-run the same command with --gin.RESUME_OVERRIDES=\"{'learning_rate': 100000000000.0}\"" in message
+  with pytest.raises(ForeignRunDirectoryError, match=r"differing keys: optimizer\.learning_rate"):
+    pretrain(1e-3)
+  summary = pretrain(1e12, overrides={"learning_rate": 1e-3})
+  assert summary["resumed_from_step"] == 0 and summary["checkpoints"] == [5, 10]
+  assert [r["step"] for r in metric_lines(run)] == list(range(1, 11))  # the stopped run's records were dropped
+  with open(os.path.join(run, "run_config.json")) as f:
+    assert json.load(f)["overrides"] == [{"step": 0, "optimizer": {"learning_rate": 1e-3}}]
+  state, _ = _fit(run, RandomMlmSource(), steps=10, every=5)  # the finished run, re-entered
+  assert_same(state.params, straight)  # as if the run had been configured with 1e-3 from the start
+
+
 # -- preemption ------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -286,7 +320,7 @@ def test_tensorboard_events_when_asked(tmp_path, monkeypatch):
   assert event.step == 3 and float(tensor_util.make_ndarray(event.tensor_proto)) == 1.5
   assert metric_lines(tmp_path) == [{"step": 3, "train/loss": 1.5}]
   monkeypatch.setattr(writers.importlib.util, "find_spec", lambda name: None)
-  with pytest.raises(errors.ConfigError, match="pip install tensorboard"):
+  with pytest.raises(errors.ConfigError, match=re.escape("pip install 'xtreme-jax[tensorboard]'")):
     writers.check_setting(True)
 
 

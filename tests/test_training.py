@@ -11,8 +11,8 @@ from jax.sharding import PartitionSpec as P
 
 from conftest import TINY, RandomMlmSource
 from xtreme_jax.models.mlm import MlmModel
-from xtreme_jax.training import partitioning
-from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, claim_run_directory
+from xtreme_jax.training import checkpoints, partitioning
+from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig, freeze_bottom, make_optimizer
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
@@ -238,16 +238,26 @@ def test_non_finite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
 # -- run directory -------------------------------------------------------------
 
 def test_foreign_run_directory_is_refused(tmp_path):
+  def claim(run_dir, fingerprint):
+    """Lock, check, commit (as a run does once started); True if `run_dir` already held this run."""
+    with RunDirectory(run_dir, fingerprint) as run:
+      resumed = run.check()
+      run.commit(0)
+    return resumed
+
   run = str(tmp_path / "run")
-  assert claim_run_directory(run, {"model": {"hidden": 32}, "lr": 1e-3}) is False
-  assert claim_run_directory(run, {"model": {"hidden": 32}, "lr": 1e-3}) is True
+  assert claim(run, {"model": {"hidden": 32}, "lr": 1e-3}) is False
+  assert claim(run, {"model": {"hidden": 32}, "lr": 1e-3}) is True
   with pytest.raises(ForeignRunDirectoryError, match=r"differing keys: model.hidden \(32 -> 64\)\. Use a new RUN_DIR"):
-    claim_run_directory(run, {"model": {"hidden": 64}, "lr": 1e-3})
+    claim(run, {"model": {"hidden": 64}, "lr": 1e-3})
   (tmp_path / "other").mkdir()
   (tmp_path / "other" / "notes.txt").write_text("someone's data")
   with pytest.raises(ForeignRunDirectoryError, match="not empty"):
-    claim_run_directory(str(tmp_path / "other"), {"lr": 1})
+    claim(str(tmp_path / "other"), {"lr": 1})
+  assert os.listdir(tmp_path / "other") == ["notes.txt"]  # untouched: no run_config.json, no lock left
   assert (tmp_path / "other" / "notes.txt").read_text() == "someone's data"
+  # No helper claims a directory before start-up succeeded (the removed claim_run_directory committed at once).
+  assert not hasattr(checkpoints, "claim_run_directory")
 
 
 def test_scanned_layers_train_like_unrolled(tmp_path):

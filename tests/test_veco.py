@@ -11,6 +11,7 @@ import numpy as np
 import optax
 import pytest
 
+from xtreme_jax import errors
 from xtreme_jax.data.pretraining_corpora import PairFeatures
 from xtreme_jax.models.veco import VecoModel
 from xtreme_jax.networks.config import TransformerConfig
@@ -329,3 +330,21 @@ def test_tlm_segments_get_the_positions_of_each_segment_alone(layout, style, pad
   for s, part in (("x", slice(0, first)), ("y", slice(first, n))):
     alone = embed(f[f"{s}_input_ids"][None], f[f"{s}_input_mask"][None])[0]
     np.testing.assert_array_equal(tlm[part], alone[:part.stop - part.start])
+
+
+def test_tlm_pair_longer_than_the_position_table_fits_when_each_segment_does():
+  """TLM positions restart at the second sentence: only each segment (x, y) must fit the table, not the pair."""
+  model = VecoModel(CFG)  # max_positions=24, BERT positions: 24 tokens
+
+  def trace(segment_len):
+    pairs = _Pairs(_Vocab("wordpiece"), segment_len=segment_len)
+    words = list(range(10, 10 + segment_len))
+    f = pairs.pair_features(words, words[::-1], 0, 1, True, np.random.default_rng(0))
+    return jax.eval_shape(model.init, jax.random.PRNGKey(0), {k: v[None] for k, v in f.items()})
+
+  trace(22)  # x and y: 24 tokens each; the TLM pair: 47 tokens, rows 0..23 for each part
+  msg = ("VECO segment length (x_input_ids) 25 exceeds the position table: max_positions=24 allows 24 tokens; "
+         "lower segment_len (a segment is segment_len + 2 tokens)")
+  with pytest.raises(errors.ConfigError) as refused:
+    trace(23)
+  assert str(refused.value) == msg

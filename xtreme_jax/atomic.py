@@ -3,7 +3,9 @@
 Readers never see half a file, and an interrupted write leaves the old file.
 A process killed mid-write leaves its `.<name>.<random>.tmp` file behind;
 `remove_stale` deletes such files (and orbax's temporary checkpoint folders)
-when a run directory is claimed again.
+when a run directory is claimed again, and `remove_stale_siblings` those of
+one path (e.g. the temporary folder of a directory written whole, `hf`)
+before it is written again.
 
 A URL (`gs://...`, see `xtreme_jax.fs`) is written directly: an object upload
 is atomic by itself (the object appears, or is replaced, only when the upload
@@ -23,7 +25,8 @@ from typing import Any, Callable
 from xtreme_jax import fs
 
 _TMP_SUFFIX = ".tmp"
-_STALE_FILE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")  # mkstemp's names below
+_RANDOM = r"[A-Za-z0-9_]{8}"  # tempfile's random part
+_STALE_FILE = re.compile(rf"^\..+\.{_RANDOM}\.tmp$")  # mkstemp's names below, and mkdtemp's (`hf`)
 _STALE_DIR = re.compile(r"\.orbax-checkpoint-tmp")  # orbax writes a step or item into one, then renames it
 
 
@@ -84,6 +87,9 @@ def write_json(path: str, obj: Any) -> None:
 def remove_stale(directory: str) -> list[str]:
   """Delete the temporary files and folders interrupted writes left under `directory`; returns their paths.
 
+  `.<name>.<random>.tmp` files and folders (`write_with`; a directory written
+  whole, `remove_stale_siblings`) and orbax's temporary checkpoint folders.
+
   Only call this while no other process writes there (e.g. holding the run
   directory's lock). A URL holds none: uploads leave no temporary object, and
   orbax's checkpoint managers (`cleanup_tmp_directories=True`) remove their
@@ -94,7 +100,7 @@ def remove_stale(directory: str) -> list[str]:
     return []
   removed = []
   for root, dirs, files in os.walk(directory):
-    for name in [d for d in dirs if _STALE_DIR.search(d)]:
+    for name in [d for d in dirs if _STALE_DIR.search(d) or _STALE_FILE.match(d)]:
       shutil.rmtree(os.path.join(root, name), ignore_errors=True)
       dirs.remove(name)
       removed.append(os.path.join(root, name))
@@ -103,3 +109,24 @@ def remove_stale(directory: str) -> list[str]:
         os.remove(os.path.join(root, name))
         removed.append(os.path.join(root, name))
   return sorted(removed)
+
+
+def remove_stale_siblings(path: str) -> list[str]:
+  """Delete the `.<name>.<random>.tmp` files and folders beside `path` (name = its base name); returns them.
+
+  They can only be what writes of `path` killed mid-way (SIGKILL, power
+  loss) left: this module's temporary files and `tempfile.mkdtemp` folders
+  named by the same rule. Call it before writing `path`, while no other
+  process writes it. A URL has none ([]).
+  """
+  parent, name = os.path.split(os.path.abspath(path))
+  if fs.is_remote(path) or not os.path.isdir(parent):
+    return []
+  stale = re.compile(rf"^\.{re.escape(name)}\.{_RANDOM}\.tmp$")
+  removed = [os.path.join(parent, entry) for entry in sorted(os.listdir(parent)) if stale.match(entry)]
+  for entry in removed:
+    if os.path.isdir(entry) and not os.path.islink(entry):
+      shutil.rmtree(entry, ignore_errors=True)
+    else:
+      os.remove(entry)
+  return removed

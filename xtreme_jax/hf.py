@@ -36,12 +36,12 @@ Every problem a user can cause (a missing or malformed `config.json`, a
 truncated weight file, an unsupported architecture, a non-empty output
 directory) is an `errors.UserError` naming the file. `save_imported` writes
 into a temporary sibling directory renamed into place at the end, so an
-interrupted import never leaves a directory that looks complete.
+interrupted import never leaves a directory that looks complete (a killed
+one's temporary directory is removed by the next write of that output).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import glob
 import json
@@ -459,11 +459,15 @@ def _write_directory(out_dir: str, write: Callable[[str], None]) -> None:
   """`write(tmp)` into a temporary sibling of `out_dir`, then rename it to `out_dir` (absent or empty).
 
   A failed or killed write never leaves a half-written `out_dir`; a failed
-  one removes the temporary directory.
+  one removes the temporary directory, and the ones killed writes of
+  `out_dir` left (`.<name>.<random>.tmp`) are removed before writing.
   """
   out_dir = os.path.abspath(out_dir)
   refuse_non_empty(out_dir)
   parent, name = os.path.split(out_dir)
+  removed = atomic.remove_stale_siblings(out_dir)
+  if removed:
+    logger.warning("removed %s, left by an interrupted write of %s", ", ".join(removed), out_dir)
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(dir=parent, prefix=f".{name}.", suffix=".tmp")
   try:
@@ -522,7 +526,7 @@ def import_hf(src: str, out_dir: str, *, scan_layers: bool = False) -> None:
 
 def cli_import_hf(argv: Optional[list[str]] = None) -> int:
   """`xtreme-jax import-hf SRC OUT [--scan_layers]`."""
-  parser = argparse.ArgumentParser(
+  parser = errors.ArgumentParser(
       prog="xtreme-jax import-hf",
       description="Convert a Hugging Face BERT / RoBERTa / XLM-R checkpoint to xtreme_jax params.")
   parser.add_argument("src", metavar="SRC", help="local checkpoint directory or hub id")

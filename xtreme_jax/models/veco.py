@@ -25,7 +25,11 @@ tlm_positions` and `tlm_masked_*`; rows without TLM have zero TLM weights.
 tokens from each segment's start, 0 at its first token: the concatenated
 pair restarts at the second sentence. The embeddings map them to
 position-table rows as each segment alone gets them (`layers.position_ids`):
-rows 0.. for BERT, `pad_token_id + 1`.. (2..) for RoBERTa / XLM-R.
+rows 0.. for BERT, `pad_token_id + 1`.. (2..) for RoBERTa / XLM-R. So the
+TLM pair may be longer than the position table; what must fit is each
+segment: x and y (whose lengths bound the TLM pair's two parts, specials
+included) are checked against `layers.max_tokens` at trace time (a one-line
+`ConfigError`). Position values themselves are data and are not checked.
 
 Language embeddings (XLM; `config.num_languages > 0`, off by default) read
 `x_language_id`, `y_language_id` (batch,) for the segments and
@@ -56,6 +60,7 @@ import numpy as np
 
 from xtreme_jax import errors
 from xtreme_jax.models.base import Model, masked_cross_entropy
+from xtreme_jax.networks import layers
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.veco import VecoNetwork
 
@@ -78,6 +83,9 @@ class VecoPretrainNetwork(nn.Module):
     backbone = VecoNetwork(self.config, self.deterministic, name="backbone")
 
     languages = self.config.num_languages > 0
+    for s in ("x", "y"):  # the segments, alone and as the TLM pair's parts, must fit the position table
+      layers.check_length(self.config, batch[f"{s}_input_ids"].shape[-1], f"VECO segment length ({s}_input_ids)",
+                          "lower segment_len (a segment is segment_len + 2 tokens)")
 
     def seg(s):
       ids = batch[f"{s}_input_ids"]

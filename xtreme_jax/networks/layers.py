@@ -79,24 +79,44 @@ def position_ids(config: TransformerConfig, positions: Array, input_mask: Array)
   return positions
 
 
-def check_length(config: TransformerConfig, length: int) -> None:
-  """A `ConfigError` when `length` tokens cannot all have a row of the position table."""
-  offset = config.pad_token_id + 1 if config.position_style == "roberta" else 0
-  if length + offset > config.max_positions:
-    start = f" (RoBERTa positions start at {offset})" if offset else ""
-    raise errors.ConfigError(
-        f"sequence length {length} exceeds the position table: max_positions={config.max_positions} allows "
-        f"{max(config.max_positions - offset, 0)} tokens{start}; lower SEQ_LEN / the reader's max length")
+def _first_row(config: TransformerConfig) -> int:
+  """The position-table row of a sequence's first token."""
+  return config.pad_token_id + 1 if config.position_style == "roberta" else 0
+
+
+def max_tokens(config: TransformerConfig) -> int:
+  """The longest sequence (or segment, with explicit positions) the position table allows.
+
+  `max_positions`, less RoBERTa's offset: its positions start after the pad id.
+  """
+  return max(config.max_positions - _first_row(config), 0)
+
+
+def check_length(config: TransformerConfig, length: int, what: str = "sequence length",
+                 fix: str = "lower SEQ_LEN / the reader's max length") -> None:
+  """A one-line `ConfigError` when `length` tokens cannot all have a row of the position table."""
+  if length <= max_tokens(config):
+    return
+  offset = _first_row(config)
+  start = f" (RoBERTa positions start at {offset})" if offset else ""
+  raise errors.ConfigError(
+      f"{what} {length} exceeds the position table: max_positions={config.max_positions} allows "
+      f"{max_tokens(config)} tokens{start}; {fix}")
 
 
 class Embeddings(nn.Module):
   """Word + position (+ token-type) (+ language) embeddings, LayerNorm, dropout.
 
   Language embeddings exist only when `config.num_languages > 0`; then
-  `language_ids` (same shape as `input_ids`) is required. `positions`, when
-  given, are token positions counted from each segment's start (see
-  `position_ids`); by default `default_positions`. A sequence longer than
-  the position table allows is a `ConfigError` at trace time.
+  `language_ids` (same shape as `input_ids`) is required. By default the
+  positions are `default_positions`, and a sequence longer than the position
+  table allows (`max_tokens`) is a `ConfigError` at trace time. Explicit
+  `positions` are token positions counted from each segment's start (see
+  `position_ids`), e.g. a TLM pair restarting at its second sentence: the
+  sequence may then be longer than the table, and the position values are
+  data, not checked here (a row outside the table embeds as NaN, so the loss
+  stops the run). Whoever builds them keeps each segment within `max_tokens`
+  (VECO's model checks its segments' lengths).
   """
 
   config: TransformerConfig
@@ -119,11 +139,10 @@ class Embeddings(nn.Module):
                positions: Optional[Array] = None, deterministic: bool = True,
                language_ids: Optional[Array] = None) -> Array:
     cfg = self.config
-    check_length(cfg, input_ids.shape[-1])
     if positions is None:
+      check_length(cfg, input_ids.shape[-1])
       positions = default_positions(cfg, input_mask)
     else:
-      check_length(cfg, positions.shape[-1])
       positions = position_ids(cfg, positions, input_mask)
     x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
     if cfg.type_vocab_size > 0:

@@ -283,31 +283,6 @@ def _unflatten(flat: dict) -> dict:
   return out
 
 
-def claim_run_directory(run_dir: str, fingerprint: dict) -> bool:
-  """Lock, check and commit `run_dir` at once; True if it already held this run.
-
-  The lock is held until the process exits (claiming the same directory
-  again in this process is fine). Raises ForeignRunDirectoryError naming the
-  differing keys when the directory holds a run of another configuration.
-  """
-  def claim() -> bool:
-    run = RunDirectory(run_dir, fingerprint).lock()
-    try:
-      resumed = run.check()
-      run.commit()
-    except BaseException:
-      run.release()
-      raise
-    return resumed
-
-  if jax.process_count() > 1:  # process 0 claims; the others check once it has written
-    from jax.experimental import multihost_utils
-    resumed = claim() if jax.process_index() == 0 else None
-    multihost_utils.sync_global_devices(f"claim {run_dir}")
-    return resumed if resumed is not None else claim()
-  return claim()
-
-
 # -- checkpoints ---------------------------------------------------------------------
 
 def _all_hosts(ok: bool) -> bool:

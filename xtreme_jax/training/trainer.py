@@ -14,7 +14,9 @@ TensorBoard, see `writers`).
 A run stops with
 - `NonFiniteLossError` (keeping the last good checkpoint) when the loss, the
   gradient norm or the update norm stops being finite; its message gives the
-  flag that resumes with a lower learning rate (RESUME_OVERRIDES);
+  flag that resumes with a lower learning rate (RESUME_OVERRIDES; from step 0
+  if no checkpoint was written yet), or, when the NaN came at the first step
+  (the run directory not claimed yet), says to lower the configured rate;
 - `Preempted` on SIGTERM / SIGINT, after saving the current step's
   checkpoint (TPU VMs are preempted with SIGTERM); the CLI exits with
   128 + the signal number and a re-run continues exactly. On several
@@ -540,17 +542,32 @@ class Trainer:
     record["step"] = step
     bad = [k for k in ("loss", "grad_norm", "update_norm") if not math.isfinite(record[k])]
     if bad:
-      last = self.checkpointer.latest_step()
-      lower = float(f"{self.optimizer.learning_rate / 10:.3g}")
       what = f"non-finite {', '.join(f'{k}={record[k]}' for k in bad)} at step {step}; stopped."
-      if last is None:  # nothing to resume from: the run directory was not claimed either
-        raise NonFiniteLossError(f"{what} No checkpoint was written in {self.run_dir}; lower the learning rate in "
-                                 f"the configuration (e.g. learning_rate={lower}) or check the data, then re-run")
-      raise NonFiniteLossError(
-          f"{what} The last good checkpoint is step {last} in {self.run_dir}. To resume from it with a lower "
-          f"learning rate, re-run the same command with --gin.RESUME_OVERRIDES=\"{ {'learning_rate': lower} }\" "
-          "(or check the data)")
+      raise NonFiniteLossError(f"{what} {self._nan_advice()}")
     return record
+
+  def _nan_advice(self) -> str:
+    """What a re-run that avoids the NaN must change.
+
+    A run directory committed (now, or by the run this one resumes) refuses
+    another learning rate, so the advice is RESUME_OVERRIDES: it resumes from
+    the last checkpoint, or without one restarts from step 0 with the override
+    recorded. Before the commit (a NaN at the first step) nothing is claimed:
+    change the configured rate. Without a RunDirectory, a checkpoint decides.
+    """
+    last = self.checkpointer.latest_step()
+    lower = float(f"{self.optimizer.learning_rate / 10:.3g}")
+    flag = f"--gin.RESUME_OVERRIDES=\"{ {'learning_rate': lower} }\""
+    claim = self.run_directory
+    claimed = (claim.committed or bool(claim.resumed)) if claim is not None else last is not None
+    if not claimed:
+      return (f"No checkpoint was written in {self.run_dir}; lower the learning rate in the configuration "
+              f"(e.g. learning_rate={lower}) or check the data, then re-run")
+    if last is None:
+      return (f"No checkpoint was written yet in {self.run_dir}. To start the run again from step 0 with a lower "
+              f"learning rate, re-run the same command with {flag} (or check the data)")
+    return (f"The last good checkpoint is step {last} in {self.run_dir}. To resume from it with a lower learning "
+            f"rate, re-run the same command with {flag} (or check the data)")
 
   def _say(self, message: str) -> None:
     """One line on the terminal (beside the progress bar); a log line when the bar is off."""
