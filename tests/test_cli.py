@@ -167,10 +167,9 @@ def test_one_line_drops_gin_call_context():
 
 
 def test_argparse_errors_exit_2(capsys):
-  with pytest.raises(SystemExit) as exit_:
-    cli.main(["run", f"--gin_file={SAMPLE}", "--no_such_flag"])
-  assert exit_.value.code == 2
-  assert "unrecognized arguments: --no_such_flag" in capsys.readouterr().err
+  assert cli.main(["run", f"--gin_file={SAMPLE}", "--no_such_flag"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: xtreme-jax run: unrecognized arguments: --no_such_flag (see xtreme-jax run --help)"]
 
 
 # --- help ---------------------------------------------------------------------------------------------------------

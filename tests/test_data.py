@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY
+from xtreme_jax import errors
 from xtreme_jax.data import masking, paths
 from xtreme_jax.data.classification_source import TsvClassificationSource, truncate_pair
 from xtreme_jax.data.mlm_source import MlmTextSource
@@ -79,6 +80,17 @@ def test_mlm_source_errors(tmp_path):
   (tmp_path / "empty.txt").write_text("\n\n")
   with pytest.raises(ValueError, match="hold no text"):
     _ = sample_source(files=(str(tmp_path / "empty.txt"),)).chunks
+  (tmp_path / "latin1.txt").write_bytes(b"gut\n\xfcber\n")
+  with pytest.raises(errors.DataError, match=r"latin1\.txt:2 \(byte 4\): not UTF-8 \(byte 0xfc"):
+    _ = sample_source(files=(str(tmp_path / "latin1.txt"),)).chunks
+
+
+def test_paths_under_data_dir_except_absolute_paths_and_urls():
+  assert paths.resolve("/data", "vocab/spm.model") == "/data/vocab/spm.model"
+  assert paths.resolve("gs://bucket/data", "spm.model") == "gs://bucket/data/spm.model"
+  assert paths.resolve("/data", "/abs/spm.model") == "/abs/spm.model"
+  assert paths.resolve("/data", "gs://bucket/spm.model") == "gs://bucket/spm.model"
+  assert paths.resolve(None, "spm.model") == "spm.model"
 
 
 def test_truncate_pair_longest_first():

@@ -300,6 +300,30 @@ def test_parallel_tsv_equals_aligned_files(tmp_path):
     pc.read_parallel(str(aligned))
 
 
+def test_non_utf8_corpora_are_data_errors_naming_file_line_and_byte(tmp_path):
+  """Byte 0xfc (Latin-1 'ü') is no UTF-8: one DataError line, never a bare UnicodeDecodeError."""
+  bad = b"gut\n\xfcber alles\n"  # line 2, byte 4
+  mono = tmp_path / "mono"
+  mono.mkdir()
+  (mono / "de.txt").write_bytes(bad)
+  for blocks in (False, True):
+    with pytest.raises(errors.DataError, match=rf"^{tmp_path}/mono/de\.txt:2 \(byte 4\): not UTF-8 \(byte 0xfc: "
+                                               r"invalid start byte\); expected a UTF-8 text file of monolingual"):
+      pc.read_monolingual(str(mono), blank_line_documents=blocks)
+  aligned, tsv = tmp_path / "aligned", tmp_path / "tsv"
+  aligned.mkdir()
+  tsv.mkdir()
+  (aligned / "de-en.de").write_bytes(bad)
+  _write(aligned / "de-en.en", ["good", "over all"])
+  with pytest.raises(errors.DataError, match=r"de-en\.de:2 \(byte 4\): not UTF-8 \(byte 0xfc.*aligned with "):
+    pc.read_parallel(str(aligned))
+  (tsv / "de-en.tsv").write_bytes(b"\xef\xbb\xbfgut\tgood\n\xfcber\tover\n")  # a BOM counts in the offset
+  with pytest.raises(errors.DataError, match=r"de-en\.tsv:2 \(byte 12\): not UTF-8 \(byte 0xfc.*source<TAB>target"):
+    pc.read_parallel(str(tsv))
+  (tsv / "de-en.tsv").write_bytes(b"\xef\xbb\xbfgut\tgood\n\xc3\xbcber\tover\n")
+  assert pc.read_parallel(str(tsv)) == {"de-en": [("gut", "good"), ("\u00fcber", "over")]}  # the BOM is dropped
+
+
 def test_empty_language_file_is_named(tmp_path):
   _write(tmp_path / "en.txt", ["some text here"])
   (tmp_path / "sw.txt").write_text("\n\n", encoding="utf-8")

@@ -163,6 +163,16 @@ def test_write_report(results, tmp_path, capsys):
   assert report.write_report(results, str(out)) == paths
 
 
+def test_plots_of_tasks_no_longer_in_the_results_are_removed(tmp_path):
+  plots = tmp_path / "plots"
+  plots.mkdir()
+  for name in ("panx.png", "loss.png", "pawsx.png", "mine.txt"):  # an earlier, larger report (and a file of ours)
+    (plots / name).write_bytes(b"old")
+  paths = report.write_report(report.results_from_metrics({"pawsx": PAWSX}), str(tmp_path))
+  assert sorted(p for p in paths if p.startswith("plots/")) == ["plots/pawsx.png"]
+  assert sorted(os.listdir(plots)) == ["mine.txt", "pawsx.png"] and _is_png(paths["plots/pawsx.png"])
+
+
 def test_plot_unknown_languages_and_families(tmp_path):
   assert set().union(*metrics.TASK_LANGUAGES.values()) <= set(report.LANGUAGE_FAMILY)
   assert set(report.LANGUAGE_FAMILY.values()) < set(report.FAMILY_ORDER)

@@ -142,6 +142,23 @@ def test_missing_folders_are_user_errors(submission, capsys, tmp_path):
   assert not os.path.exists(tmp_path / "scores-preds.json")
 
 
+def test_a_bad_command_line_is_one_line(submission, capsys):
+  preds, labels = submission
+  assert cli.main(["score", "--bogus"]) == 2
+  err = capsys.readouterr().err.splitlines()
+  assert err == ["error: xtreme-jax score: the following arguments are required: --predictions, --labels "
+                 "(see xtreme-jax score --help)"]
+  assert cli.main(["score", "--predictions", preds, "--labels", labels, "--bogus"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: xtreme-jax score: unrecognized arguments: --bogus (see xtreme-jax score --help)"]
+
+
+def test_valid_values_are_the_readers_label_and_tag_sets():
+  from xtreme_jax.data import xtreme_readers as readers
+  assert scorer.VALID == {"xnli": set(readers.XNLI_LABELS), "pawsx": set(readers.PAWSX_LABELS),
+                          "panx": set(readers.PANX_TAGS), "udpos": set(readers.UPOS_TAGS)}
+
+
 def test_invalid_predictions_scored_as_official_with_one_warning_per_file(submission, caplog):
   preds, labels = submission
   _write(preds, "xnli", "test-en.tsv", "maybe\nneutral\n")  # 1 of 2 right, 1 invalid

@@ -483,3 +483,27 @@ def test_wordpiece_and_sentencepiece_vocabularies_do_not_import_tensorflow(wordp
           "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tensorflow_text', 'seqio'})\n"
           "assert not loaded, loaded\n")
   subprocess.run([sys.executable, "-c", code, paths.sample_vocab(), str(plain), str(saved)], check=True)
+
+
+def test_settings_a_vocabulary_does_not_take_are_config_errors(tmp_path):
+  model = paths.sample_vocab()
+  with pytest.raises(errors.ConfigError, match=rf"^{model}: XlmrSentencePieceVocabulary does not take the tokenizer "
+                                               r"setting\(s\) \['do_lower_case'\]; it takes none$"):
+    V.load_vocabulary(model, do_lower_case=True)
+  (tmp_path / "vocab.txt").write_text("\n".join(BERT_SPECIALS) + "\n", encoding="utf-8")
+  with pytest.raises(errors.ConfigError, match=r"vocab\.txt: WordPieceVocabulary does not take the tokenizer "
+                                               r"setting\(s\) \['lowercase'\]; valid settings: \['do_lower_case'"):
+    V.load_vocabulary(str(tmp_path), lowercase=True)
+
+
+def test_vocabulary_files_are_read_through_fs(tmp_path, monkeypatch):
+  """A URL (gs://...) vocabulary is read through `xtreme_jax.fs` (here: a bucket mapped onto a local folder)."""
+  from xtreme_jax import fs
+  (tmp_path / "vocab.txt").write_text("\n".join(BERT_SPECIALS + ["hello"]) + "\n", encoding="utf-8")
+  (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+  shutil.copy(paths.sample_vocab(), tmp_path / "spm.model")
+  local = lambda url: url.replace("gs://bucket", str(tmp_path))  # noqa: E731
+  for name in ("exists", "isdir", "read_bytes"):
+    monkeypatch.setattr(fs, name, lambda url, f=getattr(fs, name): f(local(url)))
+  assert V.load_vocabulary("gs://bucket").encode("HELLO") == [5]  # tokenizer_config.json's lower-casing applies
+  assert V.load_vocabulary("gs://bucket/spm.model") == V.load_vocabulary(paths.sample_vocab())

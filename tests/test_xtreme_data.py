@@ -48,15 +48,37 @@ def test_tfds_source_reads_builders_and_falls_back_to_files_for_what_tfds_lacks(
   rows = data.read("xnli", "de", "test")
   assert len(rows) == NUM_EXAMPLES and set(rows[0]) == {"id", "text_a", "text_b", "label"}
   assert data.location("xnli", "de", "translate_train").startswith("tfds:xtreme_xnli")
-  # XNLI translate-test is not in TFDS: without a translations dir that is a clear error ...
-  with pytest.raises(ValueError, match="TFDS has no translate_test data for xnli; set translations_dir"):
-    data.read("xnli", "de", "translate_test")
-  assert not data.available("xnli", "de", "translate_test")
-  # ... and with one, the files are read.
+  # MLQA translate-test is not in TFDS: without a translations dir that is a clear error ...
+  with pytest.raises(ValueError, match="TFDS has no translate_test data for mlqa; set translations_dir"):
+    data.read("mlqa", "de", "translate_test")
+  assert not data.available("mlqa", "de", "translate_test")
+  # ... and with one, the files are read, their question ids checked against the TFDS test split (the mock's
+  # random ids are not the sample's).
   with_files = XtremeData("tfds", None, SAMPLE_TR)
-  assert with_files.read("xnli", "de", "translate_test") == xtreme_translations.read(
-      "xnli", SAMPLE_TR, "de", "translate_test")
+  translation = os.path.join(SAMPLE_TR, "MLQA/translate-test/mlqa.translate.test.de-en.json")
+  with pytest.raises(errors.DataError, match=rf"^mlqa translate_test de: {translation} has 8 questions but the "
+                                             r"original test file tfds:mlqa/de:test has 10; .* holds question ids "):
+    with_files.read("mlqa", "de", "translate_test")
   assert not data.available("bucc2018", "de", "test")  # TFDS holds only BUCC's gold pairs
+
+
+def test_tfds_qa_translate_test_files_are_read_when_the_ids_match(monkeypatch):
+  tfds_read = lambda task, data_dir, language, split: xtreme_readers.read(task, SAMPLE, language, split)
+  monkeypatch.setattr(xtreme_tfds, "read", tfds_read)  # the TFDS test split: the official questions, any order
+  assert XtremeData("tfds", None, SAMPLE_TR).read("mlqa", "de", "translate_test") == xtreme_translations.read(
+      "mlqa", SAMPLE_TR, "de", "translate_test")
+
+
+@pytest.mark.parametrize("task", ["xnli", "pawsx"])
+def test_tfds_classification_translate_test_is_refused(task):
+  """Translate-test rows follow the official test files line by line; the TFDS test split is shuffled."""
+  message = (rf"^{task} translate_test cannot run on TFDS: its translate-test rows are aligned line by line with the "
+             r"official test files, but the TFDS test split holds the examples in another \(shuffled\) order, .*; "
+             r"use DATA_SOURCE='official' for this setting$")
+  with pytest.raises(errors.ConfigError, match=message):
+    XtremeData("tfds", None, SAMPLE_TR).read(task, "de", "translate_test")
+  official = XtremeData("official", SAMPLE)  # line-aligned with the official test file: read
+  assert len(official.read(task, "de", "translate_test")) == len(official.read(task, "de", "test"))
 
 
 def test_tfds_translate_test_ids_are_checked_as_on_the_official_route(mocked, monkeypatch):

@@ -76,6 +76,15 @@ def test_pair_malformed_rows_name_file_and_line(tmp_path):
     xr.read_xnli(str(tmp_path), "fr", "test")
 
 
+def test_numbered_lines_and_malformed_rows_are_public_helpers(tmp_path):
+  """What the translation readers share with the official ones: lines split on \\n only, CRLF removed."""
+  path = _write(tmp_path, "rows.tsv", "a\tb\r\n\nc\u2028d\r\n")
+  assert xr.numbered_lines(path, "rows") == [(1, "a\tb"), (2, ""), (3, "c\u2028d")]
+  assert str(xr.malformed(path, 3, "why")) == f"{path}:3: malformed row: why"
+  with pytest.raises(errors.DataError, match=r"empty\.tsv is empty; expected rows$"):
+    xr.numbered_lines(_write(tmp_path, "empty.tsv", "\n"), "rows")
+
+
 # ----------------------------------------------------------------------------- panx / udpos
 
 

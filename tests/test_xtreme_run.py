@@ -185,6 +185,8 @@ def test_rerun_with_fewer_tasks_scores_only_those(quickstart, tmp_path):
   table = out[out.index("task "):]
   assert "\nxnli " in table and "pawsx" not in table and "tatoeba" not in table
   assert list(json.loads((run_dir / "report" / "results.json").read_text())["tasks"]) == ["xnli"]
+  plots = set(os.listdir(run_dir / "report" / "plots"))  # the earlier report's other task plots are gone
+  assert "xnli.png" in plots and not plots & {"pawsx.png", "panx.png", "tatoeba.png"}, plots
   assert (run_dir / "submission" / "pawsx").is_dir()  # the other tasks' predictions stay
 
 
@@ -595,17 +597,52 @@ def test_questions_without_an_answer_are_counted_and_warned(tmp_path, caplog):
   assert "xquad de: 2 of 3 questions got no answer span (written as empty answers)" in caplog.text
 
 
-def test_translate_test_question_ids_must_cover_the_original(tmp_path, monkeypatch):
-  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), None, paths.sample_vocab(), None,
-                               xtreme.FinetuneSettings(setting="translate_test"), None)
+def test_translate_test_question_ids_must_cover_the_original(tmp_path):
+  """translate_test is read at start-up: its alignment with the original test set is checked before training."""
+  translations = tmp_path / "translations"
+  shutil.copytree(os.path.join(SAMPLE, "translations"), translations)
+  runner = xtreme.XtremeRunner(str(tmp_path / "run"), SAMPLE, None, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(setting="translate_test"), None, str(translations))
   assert runner.test_split("xquad", "de") == "translate_test"
-  runner.check_inputs("xquad", "de")  # the sample's translation keeps every id
-  read = runner.read
-  monkeypatch.setattr(runner, "read", lambda task, lg, split: read(task, lg, split)[1:]
-                      if split == "translate_test" else read(task, lg, split))
-  with pytest.raises(errors.DataError, match=r"^xquad translate_test de: .*xquad\.translate\.test\.de-en\.json lacks "
-                                             r"1 question id\(s\) of .*xquad\.de\.json, e\.g\. \["):
+  runner.check_inputs("xquad", "de")  # the sample's translations keep every id / line
+  runner.check_inputs("xnli", "de")
+  # QA: a question of the original is missing from the translation (xtreme_translations.check_translate_test_ids).
+  path = translations / "XQuAD/translate-test/xquad.translate.test.de-en.json"
+  doc = json.loads(path.read_text(encoding="utf-8"))
+  dropped = doc["data"][0]["paragraphs"][0]["qas"].pop()["id"]
+  path.write_text(json.dumps(doc), encoding="utf-8")
+  with pytest.raises(errors.DataError, match=r"^xquad translate_test de: .*xquad\.translate\.test\.de-en\.json has "
+                                             rf".*the translation lacks question ids of the original, e\.g\. "
+                                             rf"\['{dropped}'\]; translated questions must keep their original ids$"):
     runner.check_inputs("xquad", "de")
+  # Classification: a translated row is missing (line-aligned files), found before any training too.
+  path = translations / "XNLI/translate-test/test-de-en-translated.tsv"
+  path.write_text("".join(path.read_text(encoding="utf-8").splitlines(keepends=True)[1:]), encoding="utf-8")
+  with pytest.raises(errors.DataError, match=r"^xnli translate_test de: .*test-de-en-translated\.tsv has 8 rows but "
+                                             r"the original test file .*xnli/test-de\.tsv has 9; "):
+    runner.check_inputs("xnli", "de")
+
+
+def test_max_length_is_the_position_table_limit_of_the_layers(tmp_path, monkeypatch):
+  """The start-up check uses `layers.max_tokens`, the limit the embeddings enforce (RoBERTa: after the pad id)."""
+  from xtreme_jax.networks import layers
+  config = TINY.replace(max_positions=130, position_style="roberta", pad_token_id=1)
+  settings = xtreme.FinetuneSettings(tasks={"xnli": xtreme.TaskSettings(seq_len=129)})
+  runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, config, paths.sample_vocab(), None, settings, None)
+  with pytest.raises(errors.ConfigError, match=r"^xnli: max length 129 exceeds the model's 128 positions"):
+    xtreme.check_run(runner, ("xnli",), {"xnli": ["de"]}, None)
+  monkeypatch.setattr(layers, "max_tokens", lambda config: 129)  # one definition of the limit
+  assert xtreme.check_run(runner, ("xnli",), {"xnli": ["de"]}, None) == {"xnli": ["de"]}
+
+
+def test_classification_translate_test_on_tfds_is_refused_at_start_up(tmp_path):
+  runner = xtreme.XtremeRunner(str(tmp_path), None, TINY.replace(max_positions=512), paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(setting="translate_test"), None,
+                               os.path.join(SAMPLE, "translations"), "tfds")
+  with pytest.raises(errors.ConfigError, match=r"^xnli translate_test cannot run on TFDS: .* the TFDS test split "
+                                               r"holds the examples in another \(shuffled\) order, .*; use "
+                                               r"DATA_SOURCE='official' for this setting$"):
+    xtreme.check_run(runner, ("xnli",), {"xnli": ["de"]}, None)
 
 
 # -- user errors: one line, before any training ---------------------------------------------------

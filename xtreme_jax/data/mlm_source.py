@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import glob
 from typing import Optional
 
 import numpy as np
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs, text
 from xtreme_jax.data import masking, paths
 from xtreme_jax.data.sources import IndexedSource
 from xtreme_jax.data.vocabularies import load_vocabulary
@@ -27,7 +26,7 @@ from xtreme_jax.data.vocabularies import load_vocabulary
 def _expand(patterns) -> list[str]:
   files = []
   for pattern in patterns:
-    matched = sorted(glob.glob(pattern))
+    matched = fs.glob(pattern)
     if not matched:
       raise errors.MissingInputError(f"no file matches {pattern!r}")
     files += matched
@@ -38,9 +37,10 @@ def _expand(patterns) -> list[str]:
 class MlmTextSource(IndexedSource):
   """Masked-LM batches from plain-text files (one sentence or document per line).
 
-  `files` (glob patterns) and `vocabulary` are relative to `data_dir` unless
-  absolute. `split='eval'` keeps every `holdout_every`-th chunk (and
-  `'train'` the rest); `holdout_every=0` uses all chunks for both.
+  `files` (glob patterns; UTF-8 text, lines split at `\n`) and `vocabulary`
+  are relative to `data_dir` unless absolute or URLs. `split='eval'` keeps
+  every `holdout_every`-th chunk (and `'train'` the rest); `holdout_every=0`
+  uses all chunks for both.
   """
 
   files: tuple
@@ -75,8 +75,8 @@ class MlmTextSource(IndexedSource):
     body = self.seq_len - 2
     rows = []
     for path in _expand(paths.resolve(self.data_dir, f) for f in self.files):
-      with open(path, encoding="utf-8") as f:
-        stream = [i for line in f if line.strip() for i in self.vocab.encode(line.strip())]
+      lines = text.read_utf8(path).split("\n")
+      stream = [i for line in lines if line.strip() for i in self.vocab.encode(line.strip())]
       for start in range(0, len(stream), body):
         piece = [self.vocab.cls_id] + stream[start:start + body] + [self.vocab.sep_id]
         rows.append(piece + [self.vocab.pad_id] * (self.seq_len - len(piece)))

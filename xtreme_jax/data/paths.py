@@ -12,6 +12,8 @@ import importlib.resources
 import os
 import pathlib
 
+from xtreme_jax import fs
+
 _EXTRACTED = contextlib.ExitStack()  # bundled folders extracted from a zipped install, removed at exit
 atexit.register(_EXTRACTED.close)
 
@@ -38,8 +40,8 @@ def sample_dir() -> str:
 
 
 def resolve(data_dir: str | None, path: str) -> str:
-  """`path` under `data_dir` unless it is absolute (or no data_dir is set)."""
-  return os.path.join(data_dir, path) if data_dir else path
+  """`path` under `data_dir` unless it is absolute or a URL (`gs://...`), or no data_dir is set."""
+  return os.path.join(data_dir, path) if data_dir and not fs.is_remote(path) else path
 
 
 def sample_vocab() -> str:

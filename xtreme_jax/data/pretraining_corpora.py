@@ -17,6 +17,9 @@ Corpora
     translation of line i of the other) or one file `{src}-{tgt}.tsv` with
     `source<TAB>target` lines. Pairs with an empty side are skipped; each
     side is truncated to `segment_len` tokens.
+  * Files are UTF-8 (a leading byte-order mark is dropped), read lazily line
+    by line (`utf8_lines`: `\n` ends a line); a byte that is not UTF-8 is a
+    `DataError` naming the file, line and byte.
 
 Sampling (METHODS.md, VECO): batch `p` is monolingual when p is even and
 bilingual when p is odd (if only one kind of corpus is given every batch is
@@ -61,6 +64,8 @@ tasks, TFDS corpora; memory bounded), which gives the same feature dict.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import dataclasses
 import functools
 import os
@@ -70,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from xtreme_jax import errors, text
+from xtreme_jax import errors, fs, text
 from xtreme_jax.data import masking, paths
 from xtreme_jax.data.sources import IndexedSource, stack
 
@@ -114,17 +119,39 @@ def available_monolingual(directory: str) -> list[str]:
                 if name.endswith(".txt") and os.path.isfile(os.path.join(directory, name)))
 
 
+def utf8_lines(path: str, expected: str) -> Iterator[str]:
+  """The lines of a UTF-8 text file (`\\n` ends a line; line ends kept), read lazily; a leading byte-order
+  mark is dropped.
+
+  A byte sequence that is not UTF-8 raises `errors.DataError` naming the file,
+  the 1-based line and the 0-based byte offset in the file, as
+  `text.read_utf8` does for whole files; `expected` says what the file should
+  hold. `path` may be a URL (`xtreme_jax.fs`).
+  """
+  with fs.open_file(path, "rb") as f:
+    offset = 0
+    for number, raw in enumerate(f, 1):
+      skip = len(codecs.BOM_UTF8) if number == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+      try:
+        line = raw[skip:].decode("utf-8")
+      except UnicodeDecodeError as e:
+        byte = offset + skip + e.start
+        raise errors.DataError(f"{errors.location(path, number, byte)}: not UTF-8 (byte 0x{raw[byte - offset]:02x}: "
+                               f"{e.reason}); expected a UTF-8 text file of {expected}") from None
+      offset += len(raw)
+      yield line
+
+
 def iter_documents(path: str, blank_line_documents: bool = False) -> Iterator[list[str]]:
   """The documents of one monolingual file, read line by line: each a list of stripped sentences.
 
   Blank-line documents are the blocks of `text.iter_blocks`, produced lazily.
   """
-  with open(path, encoding="utf-8") as f:
-    lines = (line.strip() for line in f)
-    if blank_line_documents:
-      yield from text.iter_blocks(lines)
-    else:
-      yield from ([line] for line in lines if line)
+  lines = (line.strip() for line in utf8_lines(path, "monolingual text"))
+  if blank_line_documents:
+    yield from text.iter_blocks(lines)
+  else:
+    yield from ([line] for line in lines if line)
 
 
 def read_monolingual(directory: str, languages: Iterable[str] | None = None, *,
@@ -210,6 +237,23 @@ def _count_rest(it) -> int:
   return sum(1 for _ in it)
 
 
+def _aligned(files: Sequence[str], src: Iterator[str], tgt: Iterator[str]) -> Iterator[tuple[str, str]]:
+  n = 0
+  while True:
+    s, t = next(src, None), next(tgt, None)
+    if s is None or t is None:
+      if s is not None or t is not None:
+        n_src = n + (_count_rest(src) + 1 if s is not None else 0)
+        n_tgt = n + (_count_rest(tgt) + 1 if t is not None else 0)
+        raise errors.DataError(f"{files[0]} has {n_src} lines but {files[1]} has {n_tgt} lines; aligned "
+                               "files must have equal line counts")
+      return
+    n += 1
+    s, t = s.strip(), t.strip()
+    if s and t:
+      yield s, t
+
+
 def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
   """(source, target) sentences of one language pair's file(s) (`available_parallel`), read line by line.
 
@@ -218,34 +262,22 @@ def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
   (when the shorter one ends); a TSV line without exactly two fields raises.
   """
   if len(files) == 2:
-    with open(files[0], encoding="utf-8") as fs, open(files[1], encoding="utf-8") as ft:
-      n = 0
-      while True:
-        s, t = fs.readline(), ft.readline()
-        if not s or not t:
-          if s or t:
-            n_src = n + (_count_rest(fs) + 1 if s else 0)
-            n_tgt = n + (_count_rest(ft) + 1 if t else 0)
-            raise errors.DataError(f"{files[0]} has {n_src} lines but {files[1]} has {n_tgt} lines; aligned "
-                                   "files must have equal line counts")
-          return
-        n += 1
-        s, t = s.strip(), t.strip()
-        if s and t:
-          yield s, t
+    src, tgt = (utf8_lines(path, f"one sentence per line, aligned with {other}")
+                for path, other in zip(files, files[::-1]))
+    with contextlib.closing(src), contextlib.closing(tgt):
+      yield from _aligned(files, src, tgt)
   else:
-    with open(files[0], encoding="utf-8") as f:
-      for number, line in enumerate(f, 1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-          continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-          raise errors.DataError(f"{errors.location(files[0], number)}: {len(fields)} tab-separated fields; "
-                                 "expected 2 (source<TAB>target)")
-        s, t = fields[0].strip(), fields[1].strip()
-        if s and t:
-          yield s, t
+    for number, line in enumerate(utf8_lines(files[0], "source<TAB>target lines"), 1):
+      line = line.rstrip("\r\n")
+      if not line.strip():
+        continue
+      fields = line.split("\t")
+      if len(fields) != 2:
+        raise errors.DataError(f"{errors.location(files[0], number)}: {len(fields)} tab-separated fields; "
+                               "expected 2 (source<TAB>target)")
+      s, t = fields[0].strip(), fields[1].strip()
+      if s and t:
+        yield s, t
 
 
 def segment_document(sentences: Sequence[Sequence[int]], segment_len: int) -> list[list[int]]:

@@ -40,7 +40,7 @@ import sentencepiece
 import tokenizers
 from tokenizers import decoders, normalizers, pre_tokenizers, processors
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 
 SPECIALS = ("pad", "unk", "cls", "sep", "mask")
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -57,36 +57,15 @@ Layout = tuple[tuple[Any, int], ...]
 # --------------------------------------------------------------------------- files
 
 
-def _gfile():
-  import tensorflow as tf  # only for remote paths (gs://...); local files need no TensorFlow
-  return tf.io.gfile
-
-
-def _remote(path: str) -> bool:
-  return "://" in path
-
-
-def _exists(path: str) -> bool:
-  return _gfile().exists(path) if _remote(path) else os.path.exists(path)
-
-
-def _isdir(path: str) -> bool:
-  return _gfile().isdir(path) if _remote(path) else os.path.isdir(path)
-
-
-def _read_bytes(path: str) -> bytes:
-  if _remote(path):
-    with _gfile().GFile(path, "rb") as f:
-      return f.read()
-  with open(path, "rb") as f:
-    return f.read()
-
-
 def _read_text(path: str) -> str:
+  """The UTF-8 text of `path` (`xtreme_jax.fs`: a local path or a URL), a byte-order mark kept, as the Hugging
+  Face tokenizers read their files."""
+  data = fs.read_bytes(path)
   try:
-    return _read_bytes(path).decode("utf-8")
+    return data.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise errors.DataError(f"{errors.location(path, byte=e.start)}: not UTF-8 text") from None
+    line = data.count(b"\n", 0, e.start) + 1
+    raise errors.DataError(f"{errors.location(path, line, e.start)}: not UTF-8 text") from None
 
 
 def _read_json(path: str) -> dict:
@@ -105,7 +84,7 @@ def checkpoint_settings(directory: str) -> dict[str, Any]:
   settings: dict[str, Any] = {}
   for name in ("tokenizer_config.json", "special_tokens_map.json"):
     path = os.path.join(directory, name)
-    if _exists(path):
+    if fs.exists(path):
       settings.update({k: v for k, v in _read_json(path).items() if k in SETTING_KEYS})
   for key, value in settings.items():
     if isinstance(value, dict):  # an AddedToken: {"content": "[CLS]", ...}
@@ -205,10 +184,12 @@ def _special_ids(vocab: Mapping[str, int], source: str, settings: Mapping[str, A
   return ids
 
 
-def _check_keys(settings: Mapping[str, Any], allowed: Sequence[str]) -> None:
-  unknown = set(settings) - set(allowed)
+def _check_keys(settings: Mapping[str, Any], cls: type, source: str) -> None:
+  """A `ConfigError` naming `source` for settings the vocabulary class `cls` does not take (`cls.SETTINGS`)."""
+  unknown = sorted(set(settings) - set(cls.SETTINGS))
   if unknown:
-    raise TypeError(f"unknown tokenizer settings {sorted(unknown)}; expected some of {list(allowed)}")
+    valid = f"valid settings: {list(cls.SETTINGS)}" if cls.SETTINGS else "it takes none"
+    raise errors.ConfigError(f"{source}: {cls.__name__} does not take the tokenizer setting(s) {unknown}; {valid}")
 
 
 def _post_processor_layout(tokenizer: tokenizers.Tokenizer) -> tuple[Layout, Layout]:
@@ -236,8 +217,10 @@ class TokenizerVocabulary(Vocabulary):
   holds "<mask>") can still produce them.
   """
 
+  SETTINGS = SETTING_KEYS
+
   def __init__(self, tokenizer_file: str, **settings):
-    _check_keys(settings, SETTING_KEYS)
+    _check_keys(settings, TokenizerVocabulary, tokenizer_file)
     spec = _read_json(tokenizer_file)
     normalizer = spec.get("normalizer") or {}
     if normalizer.get("type") == "BertNormalizer":
@@ -293,9 +276,11 @@ class WordPieceVocabulary(TokenizerVocabulary):
   follows `do_lower_case`. `special_tokens` are `<name>_token` settings.
   """
 
+  SETTINGS = (*SETTING_KEYS, "max_input_chars_per_word")
+
   def __init__(self, vocab_file: str, do_lower_case: bool = False, max_input_chars_per_word: int = 100,
                strip_accents: Optional[bool] = None, tokenize_chinese_chars: bool = True, **special_tokens):
-    _check_keys(special_tokens, SPECIAL_KEYS)
+    _check_keys(special_tokens, WordPieceVocabulary, vocab_file)
     text = _read_text(vocab_file).replace("\r\n", "\n").replace("\r", "\n")
     tokens = text.split("\n")
     if tokens[-1] == "":  # like `readlines()`: no token after the last newline
@@ -329,9 +314,11 @@ class XlmrSentencePieceVocabulary(Vocabulary):
   space (kept here, dropped there).
   """
 
+  SETTINGS = ()
+
   def __init__(self, model_file: str):
     self._source = model_file
-    self._model = _read_bytes(model_file)
+    self._model = fs.read_bytes(model_file)
     self._sp = self._processor()
     if (self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id()) != (0, 1, 2):
       raise errors.DataError(f"{model_file}: not laid out like XLM-R's sentencepiece model "
@@ -384,19 +371,21 @@ def load_vocabulary(path: str, **kwargs) -> Vocabulary:
   `*.model` sentencepiece model, a `*.json` tokenizers file or a `*.txt`
   WordPiece vocabulary (with the settings of the config files next to it; a
   bare vocab.txt is cased). `kwargs` (e.g. `do_lower_case=True`) override the
-  settings and go to the vocabulary's constructor.
+  settings and go to the vocabulary's constructor; a setting that vocabulary
+  does not take (`SETTINGS`; a sentencepiece model takes none) is a `ConfigError`.
   """
-  if not _exists(path):
+  if not fs.exists(path):
     raise errors.MissingInputError(f"vocabulary not found: {path}")
-  if _isdir(path):
+  if fs.isdir(path):
     for name in ("sentencepiece.bpe.model", "tokenizer.json", "vocab.txt"):
-      if _exists(os.path.join(path, name)):
+      if fs.exists(os.path.join(path, name)):
         return load_vocabulary(os.path.join(path, name), **kwargs)
   elif path.endswith(".model"):
-    return XlmrSentencePieceVocabulary(path, **kwargs)
+    _check_keys(kwargs, XlmrSentencePieceVocabulary, path)
+    return XlmrSentencePieceVocabulary(path)
   elif path.endswith((".json", ".txt")):
     cls = TokenizerVocabulary if path.endswith(".json") else WordPieceVocabulary
-    return cls(path, **{**checkpoint_settings(os.path.dirname(path)), **kwargs})
+    return cls(path, **{**checkpoint_settings(fs.dirname(path)), **kwargs})
   raise errors.DataError(
       f"cannot load a vocabulary from {path}: expected a WordPiece 'vocab.txt', a SentencePiece "
       "'*.model' file, a 'tokenizer.json', or a directory containing 'sentencepiece.bpe.model', "

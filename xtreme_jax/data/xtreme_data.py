@@ -14,8 +14,11 @@ through, so the choice is a single Gin / function argument:
   (`xtreme_tfds.TRANSLATIONS`) come from TFDS; the others (XNLI / PAWS-X /
   MLQA translate-test, pseudo test sets) from `translations_dir`, which then
   has no default. bucc2018 is refused: TFDS holds only its gold pairs (see
-  `xtreme_tfds`). XQuAD translate_test question ids are checked against the TFDS
-  test split, as the official route checks them against the test file.
+  `xtreme_tfds`). XNLI / PAWS-X translate_test is refused too
+  (`check_translate_test`): its rows are aligned line by line with the official
+  test files, which the TFDS test splits hold in another (shuffled) order.
+  QA translate_test question ids are checked against the TFDS test split, as
+  the official route checks them against the test file.
 
 Records have the schemas of `xtreme_readers.read` either way.
 """
@@ -31,6 +34,8 @@ from xtreme_jax.data import xtreme_readers as readers, xtreme_tfds, xtreme_trans
 
 SOURCES = ("official", "tfds")
 KINDS = translations.KINDS
+# Tasks whose translate-test rows are matched to the test set by position (QA: by question id).
+LINE_ALIGNED_TRANSLATE_TEST = ("xnli", "pawsx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,16 +70,36 @@ class XtremeData:
                        f"{translations.BUCKET} to read it from files")
     return root
 
+  def check_translate_test(self, task: str) -> None:
+    """A `ConfigError` when `task`'s translate-test data cannot be matched to this source's test set."""
+    if self.source == "tfds" and task in LINE_ALIGNED_TRANSLATE_TEST:
+      raise errors.ConfigError(
+          f"{task} translate_test cannot run on TFDS: its translate-test rows are aligned line by line with the "
+          f"official test files, but the TFDS test split holds the examples in another (shuffled) order, so "
+          f"predictions would be matched to the wrong examples; use DATA_SOURCE='official' for this setting")
+
   def read(self, task: str, language: str, split: str):
-    """The records of (task, language, split), as `xtreme_readers.read` / `xtreme_translations.read` give them."""
-    check = self.data_dir if split == "translate_test" and self.source == "official" else None
+    """The records of (task, language, split), as `xtreme_readers.read` / `xtreme_translations.read` give them.
+
+    translate_test is checked against the test set it translates (`check_translate_test`; line count, or
+    question ids).
+    """
+    if split == "translate_test":
+      self.check_translate_test(task)
     if self._from_tfds(task, split):
       if split in KINDS:
         return xtreme_tfds.read_translation(task, self.data_dir, language, split)
       return xtreme_tfds.read(task, self.data_dir, language, split)
-    if split in KINDS:
-      return translations.read(task, self._translations_root(task, split), language, split, data_dir=check)
-    return readers.read(task, self.data_dir, language, split)
+    if split not in KINDS:
+      return readers.read(task, self.data_dir, language, split)
+    official = split == "translate_test" and self.source == "official"
+    records = translations.read(task, self._translations_root(task, split), language, split,
+                                data_dir=self.data_dir if official else None)
+    if split == "translate_test" and not official:  # QA from files on TFDS: ids against the TFDS test split
+      records = translations.check_translate_test_ids(task, language, records, self.location(task, language, split),
+                                                      self.read(task, language, "test"),
+                                                      self.location(task, language, "test"))
+    return records
 
   def location(self, task: str, language: str, split: str) -> str:
     """Where (task, language, split) is read from: a file path, or `tfds:<builder/config>:<split>`."""

@@ -149,7 +149,7 @@ def _path(task: str, data_dir: str, language: str, split: str, part: Optional[st
   return path
 
 
-def _lines(path: str, expected: str) -> list[tuple[int, str]]:
+def numbered_lines(path: str, expected: str) -> list[tuple[int, str]]:
   """(1-based line number, line) with `\\n` / `\\r\\n` removed; no other whitespace touched.
 
   Only `\\n` splits lines (not the Unicode separators str.splitlines honours), so
@@ -162,7 +162,8 @@ def _lines(path: str, expected: str) -> list[tuple[int, str]]:
   return [(n, line[:-1] if line.endswith("\r") else line) for n, line in enumerate(lines, 1)]
 
 
-def _malformed(path: str, lineno: int, why: str) -> errors.DataError:
+def malformed(path: str, lineno: int, why: str) -> errors.DataError:
+  """The `DataError` of a malformed row: `path:line: malformed row: why`."""
   return errors.DataError(f"{errors.location(path, lineno)}: malformed row: {why}")
 
 
@@ -175,15 +176,15 @@ def _read_pairs(task: str, data_dir: str, language: str, split: str, labels: tup
   widths = (2, 3) if split == "test" else (3,)
   expected = "`text_a<TAB>text_b" + ("[<TAB>label]` rows" if split == "test" else "<TAB>label` rows")
   out = []
-  for n, line in _lines(path, expected):
+  for n, line in numbered_lines(path, expected):
     if not line.strip():
       continue
     cols = line.split("\t")
     if len(cols) not in widths:
-      raise _malformed(path, n, f"{len(cols)} tab-separated columns, expected {' or '.join(map(str, widths))}")
+      raise malformed(path, n, f"{len(cols)} tab-separated columns, expected {' or '.join(map(str, widths))}")
     label = cols[2].strip() if len(cols) == 3 else None
     if label is not None and label not in labels:
-      raise _malformed(path, n, f"unknown label {label!r}; valid labels: {', '.join(labels)}")
+      raise malformed(path, n, f"unknown label {label!r}; valid labels: {', '.join(labels)}")
     out.append({"id": f"{task}-{language}-{split}-{len(out)}", "text_a": cols[0], "text_b": cols[1],
                 "label": label})
   return out
@@ -209,7 +210,7 @@ def _read_tagging(task: str, data_dir: str, language: str, split: str, allowed: 
   path = _path(task, data_dir, language, split)
   expected = f"{'one token' if split == 'test' else '`token<TAB>TAG`'} per line, a blank line between sentences"
   sentences, tokens, tags = [], [], []
-  for n, line in _lines(path, expected) + [(0, "")]:  # sentinel flushes a final sentence with no blank line
+  for n, line in numbered_lines(path, expected) + [(0, "")]:  # sentinel flushes a final sentence with no blank line
     if not line.strip():
       if tokens:
         sentences.append((tokens, None if split == "test" else tags))
@@ -220,9 +221,9 @@ def _read_tagging(task: str, data_dir: str, language: str, split: str, allowed: 
       tokens.append(cols[0])  # test files hold tokens only; a stray tag column is ignored
     elif len(cols) != 2:
       why = "no tab between token and tag" if len(cols) == 1 else f"{len(cols)} tab-separated columns"
-      raise _malformed(path, n, f"{why}, expected `token<TAB>TAG`")
+      raise malformed(path, n, f"{why}, expected `token<TAB>TAG`")
     elif cols[1].strip() not in allowed:
-      raise _malformed(path, n, f"unknown tag {cols[1].strip()!r}; allowed tags: {' '.join(allowed)}")
+      raise malformed(path, n, f"unknown tag {cols[1].strip()!r}; allowed tags: {' '.join(allowed)}")
     else:
       tokens.append(cols[0])
       tags.append(cols[1].strip())
@@ -336,12 +337,12 @@ def read_squad(data_dir: str, language: str, split: str) -> list[dict]:
 def _read_columns(path: str, width: int, what: str) -> list[tuple]:
   """Rows of `width` tab-separated columns; blank lines (e.g. a trailing one) are skipped."""
   out = []
-  for n, line in _lines(path, f"`{what}` lines"):
+  for n, line in numbered_lines(path, f"`{what}` lines"):
     if not line.strip():
       continue
     cols = line.split("\t")
     if len(cols) != width:
-      raise _malformed(path, n, f"{len(cols)} tab-separated columns, expected {width} ({what})")
+      raise malformed(path, n, f"{len(cols)} tab-separated columns, expected {width} ({what})")
     out.append(tuple(cols))
   return out
 
@@ -363,7 +364,7 @@ def read_tatoeba(data_dir: str, language: str, split: str) -> dict:
   """`tatoeba/{lg}-en.{lg}` and `tatoeba/{lg}-en.en`, one sentence per line."""
   _check("tatoeba", language, split)
   paths = [_path("tatoeba", data_dir, language, split, side) for side in ("source", "target")]
-  src, tgt = ([line for _, line in _lines(p, "one sentence per line")] for p in paths)
+  src, tgt = ([line for _, line in numbered_lines(p, "one sentence per line")] for p in paths)
   if len(src) != len(tgt):
     raise errors.DataError(f"tatoeba {language}: {paths[0]} has {len(src)} lines but {paths[1]} has {len(tgt)}; "
                      f"the two sides must be line-aligned")

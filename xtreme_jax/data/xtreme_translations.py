@@ -206,12 +206,12 @@ def _path(task: str, translations_dir: str, language: str, kind: str) -> str:
 
 def _rows(path: str, widths: tuple, what: str) -> list[tuple[int, list[str]]]:
   out = []
-  for n, line in readers._lines(path, f"`{what}` rows"):
+  for n, line in readers.numbered_lines(path, f"`{what}` rows"):
     if not line.strip():
       continue
     cols = line.split("\t")
     if len(cols) not in widths:
-      raise readers._malformed(path, n, f"{len(cols)} tab-separated columns, expected "
+      raise readers.malformed(path, n, f"{len(cols)} tab-separated columns, expected "
                                         f"{' or '.join(map(str, widths))} ({what})")
     out.append((n, cols))
   return out
@@ -223,7 +223,7 @@ def _label(path: str, n: int, task: str, value: str) -> str:
   if task == "xnli" and label == "contradictory":
     label = "contradiction"
   if label not in labels:
-    raise readers._malformed(path, n, f"unknown label {label!r}; valid labels: {', '.join(labels)}"
+    raise readers.malformed(path, n, f"unknown label {label!r}; valid labels: {', '.join(labels)}"
                                       + (" (or contradictory)" if task == "xnli" else ""))
   return label
 
@@ -235,7 +235,7 @@ def _lenient_pawsx_translate_train(path: str, language: str) -> list[dict]:
   builder, reading the same files, drops them too); XNLI's files are read strictly.
   """
   out, skipped = [], []
-  for n, line in readers._lines(path, "`en_s1, en_s2, translated_s1, translated_s2, label` rows"):
+  for n, line in readers.numbered_lines(path, "`en_s1, en_s2, translated_s1, translated_s2, label` rows"):
     if not line.strip():
       continue
     cols = line.split("\t")

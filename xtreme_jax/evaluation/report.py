@@ -544,13 +544,22 @@ def render_markdown(results: Mapping) -> str:
   return "\n\n".join(parts) + "\n"
 
 
+def _remove_stale_plots(out_dir: str, written: Mapping[str, str]) -> None:
+  """Deletes the plots an earlier report left in `out_dir` that this one does not have (a task no longer run)."""
+  for name in [_plot_name(task) for task in metrics.TASK_LANGUAGES] + [LOSS_PLOT]:
+    if name not in written:
+      fs.remove(os.path.join(out_dir, name), missing_ok=True)
+
+
 def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
   """Write `results.json`, `report.md`, `plots/<task>.png` (and `plots/loss.png`) under `out_dir`, atomically.
 
   Returns `{relative path: absolute path (or URL)}` of every file written, e.g.
   `{"results.json": ..., "report.md": ..., "plots/xnli.png": ...}`. A task
   with no language scored gets no plot; the loss plot needs a model with a
-  loss history (`results["runs"]`).
+  loss history (`results["runs"]`). Plots of an earlier report in `out_dir`
+  that this one does not have (a task not in `results`) are deleted, so the
+  folder holds this report only.
   """
   results = _normalise(results)
   out_dir = fs.abspath(out_dir)
@@ -562,6 +571,7 @@ def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
       paths[name] = plot_task(task, languages, os.path.join(out_dir, name))
   if _histories(results.get("runs") or {}):
     paths[LOSS_PLOT] = plot_losses(results["runs"], os.path.join(out_dir, LOSS_PLOT))
+  _remove_stale_plots(out_dir, paths)
   paths["results.json"] = os.path.join(out_dir, "results.json")
   atomic.write_json(paths["results.json"], results)
   paths["report.md"] = os.path.join(out_dir, "report.md")

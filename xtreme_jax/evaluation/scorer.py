@@ -41,7 +41,6 @@ may be URLs (`gs://...`, through `xtreme_jax.fs`).
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
@@ -51,6 +50,7 @@ import sys
 from typing import Optional, Sequence
 
 from xtreme_jax import atomic, errors, fs, text
+from xtreme_jax.data import xtreme_readers as readers
 from xtreme_jax.evaluation import metrics
 
 COUNT_KEYS = ("total", "missing", "invalid")
@@ -61,12 +61,8 @@ ORDER_DEPENDENT = ("xnli", "pawsx", "panx", "udpos", "tatoeba")
 # A QA prediction file must answer at least this fraction of the gold question ids.
 MIN_QA_ID_OVERLAP = 0.5
 # The values a prediction may take (besides any value of the labels file).
-VALID = {
-    "xnli": frozenset(("contradiction", "entailment", "neutral")),
-    "pawsx": frozenset(("0", "1")),
-    "panx": frozenset(["O"] + [f"{prefix}-{type_}" for prefix in "BI" for type_ in ("PER", "ORG", "LOC")]),
-    "udpos": frozenset("ADJ ADP ADV AUX CCONJ DET INTJ NOUN NUM PART PRON PROPN PUNCT SCONJ SYM VERB X".split()),
-}
+VALID = {"xnli": frozenset(readers.XNLI_LABELS), "pawsx": frozenset(readers.PAWSX_LABELS),
+         "panx": frozenset(readers.PANX_TAGS), "udpos": frozenset(readers.UPOS_TAGS)}
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 _ORDER = {"official": "the official order", "tfds": "TFDS order (the TFDS builders shuffle examples)"}
 _SAME_SOURCE = ("predictions and labels in another order or from another split or data source? "
@@ -374,7 +370,7 @@ def default_out(pred_dir: str) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """`xtreme-jax score`: print the table, write the JSON (default: `default_out`); user errors raise."""
-  parser = argparse.ArgumentParser(prog="xtreme-jax score", description=__doc__.splitlines()[0])
+  parser = errors.ArgumentParser(prog="xtreme-jax score", description=__doc__.splitlines()[0])
   parser.add_argument("--predictions", required=True, help="submission folder <dir>/<task>/test-<lg>.*")
   parser.add_argument("--labels", required=True, help="labels folder in the same layout")
   parser.add_argument("--out", help="results JSON (default: <parent>/scores-<name>.json beside the "

@@ -72,7 +72,9 @@ default `<data_dir>/translations`, a copy of gs://xtreme_translations):
   directory as zero_shot) predicts the test set translated into English
   (xnli, pawsx, xquad, mlqa); predictions are written under the ORIGINAL
   language's file `test-<lg>.tsv|json`, mapped back line by line (classification)
-  or by question id (QA; the translated ids must cover the original ones). For
+  or by question id (QA; the translated ids must be the original ones), checked
+  at start-up. Classification translate-test needs DATA_SOURCE='official' (its
+  rows follow the official test files, which TFDS shuffles). For
   QA the predicted answer is the English span: mapping it back into the source
   language would need an alignment the translation files do not carry, so QA
   translate-test scores against the source-language gold are a lower bound.
@@ -127,6 +129,7 @@ from xtreme_jax.models.classification import ClassificationModel
 from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
@@ -310,11 +313,6 @@ class FinetuneSettings:
 
   def retrieval(self, task: str) -> RetrievalSettings:
     return self.tasks.get(task, RetrievalSettings())
-
-
-def max_length(config: TransformerConfig) -> int:
-  """The longest input the model's position table allows (RoBERTa positions start after the pad id)."""
-  return config.max_positions - (config.pad_token_id + 1 if config.position_style == "roberta" else 0)
 
 
 def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[Sequence[str]]) -> list[str]:
@@ -618,9 +616,13 @@ class XtremeRunner:
     return "test"
 
   def check_inputs(self, task: str, language: str) -> None:
-    """The test data of (task, language) and the training data of its model exist; translated QA test
-    sets cover the original questions. Raises `errors.MissingInputError` / `errors.DataError`."""
+    """The test data of (task, language) and the training data of its model exist; a translated test set
+    can be matched to the original (`XtremeData.check_translate_test`) and is aligned with it (line count,
+    or question ids: `xtreme_translations.check_translate_test_ids`). Raises `errors.ConfigError` /
+    `errors.MissingInputError` / `errors.DataError`."""
     split = self.test_split(task, language)
+    if split == "translate_test":
+      self.data.check_translate_test(task)
     needed = [(task, language, split)]
     if task not in RETRIEVAL_TASKS:
       needed += list(self.training_set(task, language)[1])
@@ -628,13 +630,8 @@ class XtremeRunner:
       if not self.available(*src):
         raise errors.MissingInputError(f"{src[0]} {src[2]} data for {src[1]} not found: expected "
                                        f"{self.data.location(*src)}")
-    if split == "translate_test" and RECIPES[task].kind == "qa":
-      translated = {ex["id"] for ex in self.read(task, language, split)}
-      missing = [ex["id"] for ex in self.read(task, language, "test") if ex["id"] not in translated]
-      if missing:
-        raise errors.DataError(f"{task} translate_test {language}: {self.data.location(task, language, split)} "
-                               f"lacks {len(missing)} question id(s) of {self.data.location(task, language, 'test')}, "
-                               f"e.g. {missing[:3]}; translated questions must keep their original ids")
+    if split == "translate_test":
+      self.read(task, language, split)  # reading checks the alignment with the original test set
 
   # -- fine-tuned models -----------------------------------------------------
 
@@ -1074,7 +1071,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
   _check_labels(runner, tasks, labels_dir)
   _check_overrides(runner)
-  config, longest = runner.config, max_length(runner.config)
+  config, longest = runner.config, layers.max_tokens(runner.config)  # RoBERTa positions start after pad
   for task in tasks:
     if task in RETRIEVAL_TASKS:
       layer, seq_len = runner.retrieval_layer(task), runner.settings.retrieval(task).seq_len
