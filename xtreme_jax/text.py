@@ -36,12 +36,31 @@ def read_utf8(path: str, expected: Optional[str] = None) -> str:
     content = data[skip:].decode("utf-8")
   except UnicodeDecodeError as e:
     byte = skip + e.start
-    line = data.count(b"\n", 0, byte) + 1
-    raise errors.DataError(f"{errors.location(path, line, byte)}: not UTF-8 (byte 0x{data[byte]:02x}: {e.reason}); "
-                           f"expected a UTF-8 text file" + (f" of {expected}" if expected else "")) from None
+    raise _not_utf8(path, data.count(b"\n", 0, byte) + 1, byte, data[byte], e.reason, expected) from None
   if expected is not None and not content.strip():
     raise errors.DataError(f"{path} is empty; expected {expected}")
   return content
+
+
+def utf8_lines(path: str, expected: str) -> Iterator[str]:
+  """The lines of a UTF-8 text file (`\\n` ends a line; line ends kept), read lazily (large corpora); a leading
+  byte-order mark is dropped. Errors as `read_utf8`'s; `path` may be a URL."""
+  with fs.open_file(path, "rb") as f:
+    offset = 0
+    for number, raw in enumerate(f, 1):
+      skip = len(codecs.BOM_UTF8) if number == 1 and raw.startswith(codecs.BOM_UTF8) else 0
+      try:
+        line = raw[skip:].decode("utf-8")
+      except UnicodeDecodeError as e:
+        byte = offset + skip + e.start
+        raise _not_utf8(path, number, byte, raw[byte - offset], e.reason, expected) from None
+      offset += len(raw)
+      yield line
+
+
+def _not_utf8(path: str, line: int, byte: int, value: int, reason: str, expected: Optional[str]) -> errors.DataError:
+  return errors.DataError(f"{errors.location(path, line, byte)}: not UTF-8 (byte 0x{value:02x}: {reason}); "
+                          f"expected a UTF-8 text file" + (f" of {expected}" if expected else ""))
 
 
 def locate_answer(context: str, answer: str, start: int) -> Optional[int]:

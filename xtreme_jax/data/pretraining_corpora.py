@@ -18,7 +18,7 @@ Corpora
     `source<TAB>target` lines. Pairs with an empty side are skipped; each
     side is truncated to `segment_len` tokens.
   * Files are UTF-8 (a leading byte-order mark is dropped), read lazily line
-    by line (`utf8_lines`: `\n` ends a line); a byte that is not UTF-8 is a
+    by line (`text.utf8_lines`: `\n` ends a line); a byte that is not UTF-8 is a
     `DataError` naming the file, line and byte.
 
 Sampling (METHODS.md, VECO): batch `p` is monolingual when p is even and
@@ -64,7 +64,6 @@ tasks, TFDS corpora; memory bounded), which gives the same feature dict.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import dataclasses
 import functools
@@ -75,7 +74,7 @@ from typing import Any
 
 import numpy as np
 
-from xtreme_jax import errors, fs, text
+from xtreme_jax import errors, text
 from xtreme_jax.data import masking, paths
 from xtreme_jax.data.sources import IndexedSource, stack
 
@@ -119,35 +118,12 @@ def available_monolingual(directory: str) -> list[str]:
                 if name.endswith(".txt") and os.path.isfile(os.path.join(directory, name)))
 
 
-def utf8_lines(path: str, expected: str) -> Iterator[str]:
-  """The lines of a UTF-8 text file (`\\n` ends a line; line ends kept), read lazily; a leading byte-order
-  mark is dropped.
-
-  A byte sequence that is not UTF-8 raises `errors.DataError` naming the file,
-  the 1-based line and the 0-based byte offset in the file, as
-  `text.read_utf8` does for whole files; `expected` says what the file should
-  hold. `path` may be a URL (`xtreme_jax.fs`).
-  """
-  with fs.open_file(path, "rb") as f:
-    offset = 0
-    for number, raw in enumerate(f, 1):
-      skip = len(codecs.BOM_UTF8) if number == 1 and raw.startswith(codecs.BOM_UTF8) else 0
-      try:
-        line = raw[skip:].decode("utf-8")
-      except UnicodeDecodeError as e:
-        byte = offset + skip + e.start
-        raise errors.DataError(f"{errors.location(path, number, byte)}: not UTF-8 (byte 0x{raw[byte - offset]:02x}: "
-                               f"{e.reason}); expected a UTF-8 text file of {expected}") from None
-      offset += len(raw)
-      yield line
-
-
 def iter_documents(path: str, blank_line_documents: bool = False) -> Iterator[list[str]]:
   """The documents of one monolingual file, read line by line: each a list of stripped sentences.
 
   Blank-line documents are the blocks of `text.iter_blocks`, produced lazily.
   """
-  lines = (line.strip() for line in utf8_lines(path, "monolingual text"))
+  lines = (line.strip() for line in text.utf8_lines(path, "monolingual text"))
   if blank_line_documents:
     yield from text.iter_blocks(lines)
   else:
@@ -262,12 +238,12 @@ def iter_parallel(files: Sequence[str]) -> Iterator[tuple[str, str]]:
   (when the shorter one ends); a TSV line without exactly two fields raises.
   """
   if len(files) == 2:
-    src, tgt = (utf8_lines(path, f"one sentence per line, aligned with {other}")
+    src, tgt = (text.utf8_lines(path, f"one sentence per line, aligned with {other}")
                 for path, other in zip(files, files[::-1]))
     with contextlib.closing(src), contextlib.closing(tgt):
       yield from _aligned(files, src, tgt)
   else:
-    for number, line in enumerate(utf8_lines(files[0], "source<TAB>target lines"), 1):
+    for number, line in enumerate(text.utf8_lines(files[0], "source<TAB>target lines"), 1):
       line = line.rstrip("\r\n")
       if not line.strip():
         continue
