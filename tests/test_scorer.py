@@ -82,6 +82,9 @@ def test_main_prints_table_and_writes_json(submission, capsys):
   assert scorer.main(["--predictions", preds, "--labels", labels, "--out", out]) == 0
   table = capsys.readouterr().out
   assert "udpos-acc" in table and "classification: 96.5" in table and f"wrote {out}" in table
+  panx_row = next(line for line in table.splitlines() if line.startswith("panx "))
+  assert "miss" in panx_row  # panx de: a language of the task without a prediction file, explained
+  assert "miss: a language of the task without a prediction file; -: not a language of the task" in table
   with open(out, encoding="utf-8") as f:
     written = json.load(f)
   assert written["tasks"]["tatoeba"]["score"] == 75.0

@@ -355,6 +355,8 @@ def format_table(results: dict) -> str:
     lines.append(f"overall: {results['overall']:.1f}")
   if any(not t["complete"] for t in tasks.values()):
     lines.append("* average over the languages present only")
+  if any(lg in t["missing"] and lg not in t["languages"] for t in tasks.values() for lg in languages):
+    lines.append("miss: a language of the task without a prediction file; -: not a language of the task")
   invalid = [f"{task} {lg} {r['invalid']}" for task, t in tasks.items()
              for lg, r in t["languages"].items() if r.get("invalid")]
   if invalid:
