@@ -308,6 +308,118 @@ def test_resume_gives_the_uninterrupted_stream(corpus):
   _same(jumping.batch(200), make().batch(200))
 
 
+def _round_trip(state):
+  """What a checkpoint gives back: the state through JSON."""
+  import json
+  return json.loads(json.dumps(state, sort_keys=True))
+
+
+def _skips(monkeypatch):
+  """Records the `skip` of every stream pipeline built (0: restored or fresh, > 0: re-read up to a cursor)."""
+  skips = []
+  original = ps.SeqioPairSource._dataset
+
+  def recording(self, task, bilingual, skip, *args):
+    skips.append(skip)
+    return original(self, task, bilingual, skip, *args)
+
+  monkeypatch.setattr(ps.SeqioPairSource, "_dataset", recording)
+  return skips
+
+
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_saved_input_state_resumes_the_uninterrupted_stream_without_rereading(corpus, monkeypatch, hosts):
+  _, mono, para = corpus
+  make = lambda: ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para, segment_len=8,
+                                    batch_size=16, seed=3)
+  straight = [make() for _ in range(hosts)]  # one source per host, as on a pod
+  batches = [[straight[h].batch(p, h, hosts) for h in range(hosts)] for p in range(12)]
+  states = {}
+  for p in (5, 9):  # each stream cycles: `aa` has 2 documents (1 per host with 2 hosts), `bb` 20
+    first = [make() for _ in range(hosts)]
+    for q in range(p):
+      for h in range(hosts):
+        first[h].batch(q, h, hosts)
+    states[p] = [_round_trip(first[h].input_state(p, h, hosts)) for h in range(hosts)]
+    assert all(s["cursors"]["aa"] > 2 // hosts and s["cursors"]["aa-bb"] > 5 // hosts for s in states[p])  # cycled
+  skips = _skips(monkeypatch)
+  for p, saved in states.items():
+    for h in range(hosts):
+      resumed = make()
+      resumed.restore_input_state(saved[h], p, h, hosts)
+      for q in range(p, 12):
+        _same(resumed.batch(q, h, hosts), batches[q][h])
+      resumed.close()
+  assert skips and not any(skips)  # every stream restored from its saved position: nothing re-read
+  # a state saved by a restored source (its streams partly still unopened) resumes the same way
+  again = make()
+  again.restore_input_state(states[5][0], 5, 0, hosts)
+  again.batch(5, 0, hosts)
+  later = make()
+  later.restore_input_state(_round_trip(again.input_state(6, 0, hosts)), 6, 0, hosts)
+  _same(later.batch(6, 0, hosts), batches[6][0])
+
+
+def test_input_state_of_other_data_is_refused_naming_what_changed(corpus, registered):
+  directory, mono, para = corpus
+  make = lambda **kw: ps.SeqioPairSource(WordVocab(), **{**dict(monolingual_tasks=mono, parallel_tasks=para,
+                                                                 segment_len=8, batch_size=16, seed=3), **kw})
+  source = make()
+  for p in range(3):
+    source.batch(p)
+  state = _round_trip(source.input_state(3))
+  with pytest.raises(ps.errors.ConfigError, match=r"other data or settings: alpha \(0\.5 -> 0\.3\)"):
+    make(alpha=0.3).restore_input_state(state, 3)
+  with pytest.raises(ps.errors.ConfigError, match=r"hosts \(1 -> 2\).*host \('0 of 1' -> '0 of 2'\)"):
+    make().restore_input_state(state, 3, 0, 2)
+  with pytest.raises(ps.errors.ConfigError, match=r"streams\.dd\.task \('<absent>' -> 'test_mono_dd'\)"):
+    _write(directory / "dd.txt", ["dd doc"])
+    make(monolingual_tasks={**mono, "dd": registered(pt.register_text_task, "dd", str(directory), False,
+                                                        name="test_mono_dd")}).restore_input_state(state, 3)
+  _write(directory / "bb.txt", [f"bb doc{i} more words" for i in range(21)])  # the corpus changed: 21 documents
+  with pytest.raises(ps.errors.ConfigError, match=r"streams\.bb\.examples \(20 -> 21\)"):
+    make().restore_input_state(state, 3)
+  with pytest.raises(ps.errors.DataError, match="of batch 3, the train state of batch 4"):
+    make(monolingual_tasks=mono).restore_input_state({**state, "data": make().data_fingerprint()}, 4)
+
+
+def test_a_stream_that_cannot_be_checkpointed_resumes_by_skipping(registered, monkeypatch, caplog):
+  import logging
+
+  def fn(split, shuffle_files):  # a Python generator: its position cannot be saved
+    del split, shuffle_files
+    return tf.data.Dataset.from_generator(lambda: iter([f"g{i} a b c d" for i in range(7)]),
+                                          output_signature=tf.TensorSpec([], tf.string)).map(lambda t: {"text": t})
+
+  seqio.TaskRegistry.remove("test_generator_aa")
+  seqio.TaskRegistry.add("test_generator_aa", source=seqio.FunctionDataSource(dataset_fn=fn, splits=("train",)),
+                         output_features=pt.TEXT_FEATURES, preprocessors=[], metric_fns=[])
+  try:
+    make = lambda: ps.SeqioPairSource(WordVocab(), monolingual_tasks={"aa": "test_generator_aa"}, counts={"aa": 7},
+                                      segment_len=8, batch_size=4)
+    straight = make()
+    batches = [straight.batch(p) for p in range(5)]
+    with caplog.at_level(logging.WARNING):
+      state = _round_trip(_state_at(make(), 3))
+    assert state["streams"]["aa"]["iterator"] is None and state["streams"]["aa"]["cursor"] == 12
+    assert any("cannot be checkpointed" in r.getMessage() and "re-reads its first 12 examples" in r.getMessage()
+               for r in caplog.records)
+    skips = _skips(monkeypatch)
+    resumed = make()
+    resumed.restore_input_state(state, 3)
+    _same(resumed.batch(3), batches[3])
+    _same(resumed.batch(4), batches[4])
+    assert skips == [12]
+  finally:
+    seqio.TaskRegistry.remove("test_generator_aa")
+
+
+def _state_at(source, position):
+  for p in range(position):
+    source.batch(p)
+  return source.input_state(position)
+
+
 def test_documents_are_streamed_not_loaded(tmp_path, registered, monkeypatch):
   _write(tmp_path / "en.txt", [f"line {i} with some words" for i in range(50_000)])
   name = registered(pt.register_text_task, "en", str(tmp_path), False, name="test_big_en")
@@ -326,7 +438,7 @@ def test_documents_are_streamed_not_loaded(tmp_path, registered, monkeypatch):
     src.batch(p)
   assert src._state["cursors"] == {"en": 24}
   assert len(read) < 5_000  # a prefetch's worth, not the corpus
-  assert all(len(s.buffer) <= src.max_lookahead for s in src._state["streams"].values())
+  assert all(len(s.pending) <= ps.READ_CHUNK + src.max_lookahead for s in src._state["streams"].values())
 
 
 def test_flips_and_skipped_documents(tmp_path, registered):
@@ -410,8 +522,11 @@ def test_veco_pretraining_from_seqio_tasks_through_gin(tmp_path):
 
 
 @pytest.mark.slow
-def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path):
+def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path, monkeypatch, caplog):
   import dataclasses
+  import json
+  import logging
+  import shutil
 
   import jax
 
@@ -437,10 +552,10 @@ def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path):
   config = TransformerConfig(vocab_size=1024, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                              max_positions=40, type_vocab_size=1, pad_token_id=1, position_style="roberta")
 
-  def fit(run_dir, source):
+  def fit(run_dir, source, every=2):
     trainer = Trainer(VecoModel(config),
                       OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
-                      TrainerConfig(train_steps=4, checkpoint_every=2, progress_bar=False), PartitionConfig(),
+                      TrainerConfig(train_steps=4, checkpoint_every=every, progress_bar=False), PartitionConfig(),
                       str(run_dir))
     try:
       return trainer.fit(source)[0]
@@ -448,12 +563,40 @@ def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path):
       trainer.checkpointer.close()
       source.close()
 
+  def same(a, b):
+    for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
   straight = fit(tmp_path / "a", Crashing(**kw))
   with pytest.raises(KeyboardInterrupt):
     fit(tmp_path / "b", Crashing(crash_at=3, **kw))
-  resumed = fit(tmp_path / "b", Crashing(**kw))  # a fresh source: replays the draws, skips each stream
-  for a, b in zip(jax.tree_util.tree_leaves(straight.params), jax.tree_util.tree_leaves(resumed.params)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  saved = tmp_path / "b" / "checkpoints" / "2" / "input" / "host-0.json"
+  assert json.loads(saved.read_text().split("\n", 1)[1])["position"] == 2
+  skips = _skips(monkeypatch)
+  same(fit(tmp_path / "b", Crashing(**kw)), straight)  # a fresh source, restored from the checkpoint's input state
+  assert skips and not any(skips)
+  # A checkpoint without input state (an older version's) resumes by replaying, and says so.
+  with pytest.raises(KeyboardInterrupt):
+    fit(tmp_path / "c", Crashing(crash_at=3, **kw))
+  shutil.rmtree(tmp_path / "c" / "checkpoints" / "2" / "input")
+  skips.clear()
+  with caplog.at_level(logging.WARNING):
+    same(fit(tmp_path / "c", Crashing(**kw)), straight)
+  assert [r.getMessage() for r in caplog.records if "no input state" in r.getMessage()] == [
+      "the checkpoint holds no input state (written by an older version): the input resumes at batch 2 by "
+      "replaying the draws and re-reading every stream up to its position"]
+  assert any(skips)
+  # A corrupt input state makes its checkpoint unreadable: the run resumes from the one before.
+  with pytest.raises(KeyboardInterrupt):
+    fit(tmp_path / "d", Crashing(crash_at=3, **kw), every=1)
+  newest = tmp_path / "d" / "checkpoints" / "3" / "input" / "host-0.json"
+  newest.write_text(newest.read_text()[:-20])
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    same(fit(tmp_path / "d", Crashing(**kw), every=1), straight)
+  assert any("checkpoint at step 3 is unreadable" in r.getMessage() and "checksum mismatch" in r.getMessage()
+             for r in caplog.records)
+  assert any(p.name.startswith("corrupt-3-") for p in (tmp_path / "d" / "checkpoints").iterdir())
 
 
 def test_tasks_with_extra_variable_length_features_stream(registered):

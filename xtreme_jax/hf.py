@@ -59,7 +59,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xtreme_jax import atomic, errors, fs
+from xtreme_jax import atomic, errors, fs, nested
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params
 
@@ -309,24 +309,6 @@ def abstract_params(config: TransformerConfig) -> dict:
   return nn.unbox(shapes)["params"]
 
 
-def _flatten(tree: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in tree.items():
-    out.update(_flatten(v, f"{prefix}{k}/") if isinstance(v, dict) else {f"{prefix}{k}": v})
-  return out
-
-
-def _unflatten(flat: dict) -> dict:
-  tree: dict = {}
-  for path, v in flat.items():
-    *parents, leaf = path.split("/")
-    node = tree
-    for p in parents:
-      node = node.setdefault(p, {})
-    node[leaf] = v
-  return tree
-
-
 def _fresh(path: str, shape: tuple) -> np.ndarray:
   """Deterministic init as the network's: normal(0.02) kernels, LN ones, zero biases."""
   leaf = path.rsplit("/", 1)[-1]
@@ -358,7 +340,7 @@ def load_with_report(src: str, *, scan_layers: bool = False,
   has_prefix = any(k.startswith(family + ".") for k in raw)
   hf_name = lambda n: f"{family}.{n}" if has_prefix and not n.startswith(("cls.", "lm_head.")) else n  # noqa: E731
 
-  expected = _flatten(abstract_params(config))
+  expected = nested.flatten(abstract_params(config), "/")
   table = [row for row in _table(config, family) if row[1] in expected]
   assert {o for _, o, _ in table} == set(expected), "mapping table out of sync with TransformerEncoder"
 
@@ -403,7 +385,7 @@ def load_with_report(src: str, *, scan_layers: bool = False,
 
   for part in report.fresh:
     logger.info("%s: no %s weights in the checkpoint; freshly initialised", path, part)
-  params = _unflatten(flat)
+  params = nested.unflatten(flat, "/")
   if scan_layers:
     config = config.replace(scan_layers=True)
     params["encoder"] = jax.tree_util.tree_map(

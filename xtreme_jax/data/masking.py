@@ -32,8 +32,10 @@ def mask_tokens(ids: np.ndarray, rng: np.random.Generator, *, mask_prob: float, 
   Random replacements are drawn uniformly from `replacement_ids`
   (see `regular_ids`).
   """
-  special = np.asarray(sorted(set(special_ids)), dtype=ids.dtype)
-  candidates = np.flatnonzero(~np.isin(ids, special))
+  maskable = np.ones(len(ids), bool)
+  for s in set(special_ids):  # a handful of ids: cheaper than np.isin on short sequences
+    maskable &= ids != s
+  candidates = np.flatnonzero(maskable)
   n = min(max_predictions, max(1, int(round(mask_prob * len(candidates))))) if len(candidates) else 0
   picked = np.sort(rng.choice(candidates, size=n, replace=False)) if n else np.zeros(0, np.int64)
   out = ids.copy()

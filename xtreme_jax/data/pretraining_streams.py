@@ -43,15 +43,31 @@ Rows
   so each host reads its own shard of every stream (a stream with fewer usable
   documents than hosts leaves some host's shard without any: that host raises).
 
-Resume: the number of documents (pairs) a host's rows have consumed from each
-stream before batch p (its cursor) depends only on the language draws of
-batches 0..p-1, so `batch(p)` is a pure function of (seed, p, host_index,
-host_count, the data). Batches asked for in order continue the open streams;
-`batch(p)` for any other p replays the draws of the batches before p (cheap:
-no data is read) and re-opens the streams whose cursor changed with
-`dataset.skip(cursor)` (which reads, but does not tokenize, the skipped
-examples). A run resumed at position p therefore sees exactly the stream of an
-uninterrupted run (with the same number of hosts).
+Resume: every checkpoint holds each host's input state (`input_state`): the
+position, the number of documents (pairs) each stream has consumed (its
+cursor), and for every open stream the examples it has read but not consumed
+(the rest of the chunk it reads from, the look-ahead included) plus the
+checkpoint of its tf.data iterator (`tf.train.Checkpoint`: the file offsets
+of TextLineDataset / TFRecordDataset readers, the prefetch buffer, the repeat
+epoch). `restore_input_state` re-builds each stream's pipeline and restores
+its iterator, which seeks in the files instead of reading up to the cursor:
+resuming costs the streams' set-up plus one chunk each, whatever the position.
+The language draws need no state (batch p's come from `rng(seed, p)`). We
+chose the iterator checkpoint over a seekable position (TFDS split slicing)
+because it applies after seqio's preprocessing, empty-document filter and
+per-host sharding, and to text-file tasks as well as TFDS. A stream whose
+pipeline cannot be checkpointed (a Python generator, `tf.py_function`) is
+saved as its cursor alone and resumes by skipping (with a warning).
+
+The state records the data it belongs to (`data_fingerprint`: tasks, their
+sources and sizes, sampling settings, the number of hosts); restoring it into
+a source of other data is a ConfigError naming what changed. Without a saved
+state (a checkpoint of an older version, or `batch(p)` asked for out of
+order) the source falls back to replaying: the cursors follow from the
+language draws of batches 0..p-1 (no data read), and each stream re-opens
+with `dataset.skip(cursor)`, which reads every skipped example. Either way a
+run resumed at position p sees exactly the stream of an uninterrupted run
+(with the same number of hosts).
 
 Memory: one open tf.data iterator per language (pair) actually drawn, each
 reading `READ_CHUNK` examples at a time (plus one prefetched chunk), and the
@@ -60,15 +76,18 @@ look-ahead buffer of skipped documents; no list of documents is ever built.
 
 from __future__ import annotations
 
+import base64
 import collections
 import dataclasses
 import functools
 import importlib
-from typing import Any, Callable, Mapping
+import logging
+import uuid
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from xtreme_jax import errors
+from xtreme_jax import errors, nested
 from xtreme_jax.data.pretraining_corpora import (
   VECO_ALPHA,
   PairFeatures,
@@ -81,45 +100,105 @@ from xtreme_jax.data.sources import IndexedSource, stack
 
 
 READ_CHUNK = 64  # examples fetched from tf.data at a time (read ahead of the cursor, bounded)
+STATE_FORMAT = 1  # version of the `input_state` dict
 
 
-def _unbatched(chunks):
-  """The examples of an iterator of batched feature dicts, one dict at a time."""
-  for chunk in chunks:
-    for i in range(len(next(iter(chunk.values())))):
-      yield {k: v[i] for k, v in chunk.items()}
+def _b64(data: bytes) -> str:
+  return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+  return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def save_iterator(iterator) -> dict[str, str]:
+  """The checkpoint of a tf.data iterator as {file suffix: base64 bytes} (written to TF's in-memory file system)."""
+  import tensorflow as tf
+  prefix = f"ram://xtreme_jax_iterators/{uuid.uuid4().hex}/iterator"
+  tf.train.Checkpoint(iterator=iterator).write(prefix)
+  files = tf.io.gfile.glob(prefix + "*")
+  try:
+    return {f[len(prefix):]: _b64(tf.io.gfile.GFile(f, "rb").read()) for f in files}
+  finally:
+    for f in files:
+      tf.io.gfile.remove(f)
+
+
+def restore_iterator(iterator, saved: Mapping[str, str]) -> None:
+  """Restores `iterator` (of the same pipeline) from `save_iterator`'s output."""
+  import tensorflow as tf
+  prefix = f"ram://xtreme_jax_iterators/{uuid.uuid4().hex}/iterator"
+  try:
+    for suffix, data in saved.items():
+      with tf.io.gfile.GFile(prefix + suffix, "wb") as f:
+        f.write(_unb64(data))
+    tf.train.Checkpoint(iterator=iterator).read(prefix).assert_consumed()
+  finally:
+    for f in tf.io.gfile.glob(prefix + "*"):
+      tf.io.gfile.remove(f)
 
 
 class _Stream:
-  """Examples of one task from document `cursor` on (cycling), prepared lazily; see the module docstring."""
+  """Examples of one task from document `cursor` on (cycling), prepared lazily; see the module docstring.
 
-  def __init__(self, name: str, iterator, cursor: int, prepare: Callable, max_lookahead: int):
-    self.name, self.iterator, self.cursor, self.prepare = name, iterator, cursor, prepare
-    self.max_lookahead = max_lookahead
-    self.buffer: collections.deque = collections.deque()  # prepared examples cursor, cursor + 1, ...
+  `pending` holds the examples read from tf.data and not consumed yet (the
+  rest of the last chunk, the look-ahead included), `ready` the prepared
+  forms of its first ones. `state()` is what a checkpoint keeps of it.
+  """
 
-  def _fetch(self):
+  def __init__(self, name: str, dataset, cursor: int, prepare: Callable, max_lookahead: int,
+               pending: Sequence[dict] = (), iterator_state: Mapping[str, str] | None = None):
+    self.name, self.cursor, self.prepare, self.max_lookahead = name, cursor, prepare, max_lookahead
+    self.iterator = iter(dataset)
+    if iterator_state is not None:
+      restore_iterator(self.iterator, iterator_state)
+    self.pending: collections.deque = collections.deque(pending)  # raw examples cursor, cursor + 1, ...
+    self.ready: collections.deque = collections.deque()  # prepared forms of pending[0], pending[1], ...
+    self.checkpointable = True
+
+  def _read_chunk(self) -> None:
     try:
-      return self.prepare(next(self.iterator))
+      chunk = next(self.iterator)
     except StopIteration:
       raise errors.DataError(f"seqio task {self.name!r} yields no examples") from None
+    chunk = {k: v.numpy() for k, v in chunk.items()}
+    self.pending.extend({k: v[i] for k, v in chunk.items()} for i in range(len(next(iter(chunk.values())))))
 
   def take(self):
     """The prepared example at the cursor (or the first usable one after it); advances the cursor by one."""
     i = 0
     while True:
-      if i == len(self.buffer):
-        self.buffer.append(self._fetch())
-      if self.buffer[i] is not None:
-        item = self.buffer[i]
+      while i >= len(self.ready):
+        if len(self.ready) == len(self.pending):
+          self._read_chunk()
+        self.ready.append(self.prepare(self.pending[len(self.ready)]))
+      if self.ready[i] is not None:
+        item = self.ready[i]
         break
       i += 1
       if i > self.max_lookahead:
         raise errors.DataError(f"seqio task {self.name!r}: {i} consecutive examples from example {self.cursor} "
                                "on give no usable pair (too short after tokenization)")
-    self.buffer.popleft()
+    self.pending.popleft()
+    self.ready.popleft()
     self.cursor += 1
     return item
+
+  def state(self) -> dict:
+    """{"cursor", "pending" (raw examples, base64), "iterator" (tf.data checkpoint, or None if impossible)}."""
+    iterator = None
+    if self.checkpointable:
+      try:
+        iterator = save_iterator(self.iterator)
+      except Exception as e:  # noqa: BLE001 - e.g. a Python generator or py_function in the pipeline
+        self.checkpointable = False
+        logging.warning("the tf.data pipeline of seqio task %r cannot be checkpointed (%s); a resumed run re-reads "
+                        "its first %d examples", self.name, str(e).splitlines()[0][:160] if str(e) else e,
+                        self.cursor)
+    if iterator is None:
+      return {"cursor": self.cursor, "pending": [], "iterator": None}
+    return {"cursor": self.cursor, "iterator": iterator,
+            "pending": [{k: _b64(bytes(v)) for k, v in ex.items()} for ex in self.pending]}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -291,7 +370,8 @@ class SeqioPairSource(PairFeatures):
 
   @functools.cached_property
   def _state(self) -> dict:
-    return {"host": None, "position": None, "cursors": {}, "streams": {}, "last": None}
+    """host, position (of the next batch), cursors, open streams, saved stream states not re-opened yet, last batch."""
+    return {"host": None, "position": None, "cursors": {}, "streams": {}, "saved": {}, "last": None}
 
   def _prepare_mono(self, example: dict):
     text = example["text"]
@@ -307,32 +387,99 @@ class SeqioPairSource(PairFeatures):
     x, y = (self.vocab.encode(s.strip())[:n] for s in sides)
     return (x, y) if x and y else None
 
-  def _open(self, key: str, bilingual: bool, cursor: int, host_index: int, host_count: int) -> _Stream:
+  def _dataset(self, task, bilingual: bool, skip: int, host_index: int, host_count: int, chunk: int):
+    """The task's examples (this host's shard, repeated, from example `skip` on) in chunks of `chunk`."""
     import seqio  # lazy: imports tensorflow
-    task = (self.bi_tasks if bilingual else self.mono_tasks)[key]
+    import tensorflow as tf
     shard = seqio.ShardInfo(host_index, host_count) if host_count > 1 else None
     ds = task.get_dataset(None, split=self.split, shuffle=False, shard_info=shard, num_epochs=None,
                           try_in_mem_cache=False)
-    if cursor:
-      ds = ds.skip(cursor)
+    if skip:
+      ds = ds.skip(skip)
     keys = ("source", "target") if bilingual else ("text",)
     ds = ds.map(lambda ex: {k: ex[k] for k in keys})  # other (maybe ragged) features would not batch
     # Read in chunks (tf.data's per-element overhead dominates otherwise); rows still consume one at a time.
-    chunks = ds.batch(READ_CHUNK).prefetch(1).as_numpy_iterator()
-    return _Stream(task.name, _unbatched(chunks), cursor, self._prepare_bi if bilingual else self._prepare_mono,
-                   self.max_lookahead)
+    options = tf.data.Options()
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL  # never a wrong save
+    return ds.batch(chunk).prefetch(1).with_options(options)
+
+  def _open(self, key: str, bilingual: bool, host_index: int, host_count: int) -> _Stream:
+    """The stream of `key` at its cursor: restored from its saved state if there is one, else by skipping."""
+    st = self._state
+    task = (self.bi_tasks if bilingual else self.mono_tasks)[key]
+    prepare = self._prepare_bi if bilingual else self._prepare_mono
+    saved = st["saved"].pop(key, None)
+    if saved is not None and saved["iterator"] is not None:
+      pending = [{k: _unb64(v) for k, v in ex.items()} for ex in saved["pending"]]
+      dataset = self._dataset(task, bilingual, 0, host_index, host_count, saved.get("chunk", READ_CHUNK))
+      return _Stream(task.name, dataset, saved["cursor"], prepare, self.max_lookahead, pending, saved["iterator"])
+    cursor = st["cursors"].get(key, 0)
+    return _Stream(task.name, self._dataset(task, bilingual, cursor, host_index, host_count, READ_CHUNK), cursor,
+                   prepare, self.max_lookahead)
 
   def _seek(self, position: int, host_index: int, host_count: int) -> None:
-    """Sets every cursor to its value before batch `position`; streams at another cursor are closed."""
+    """Sets every cursor to its value before batch `position` (replaying draws); streams at another cursor close."""
     st = self._state
     same_host = st["host"] == (host_index, host_count)
     if same_host and st["position"] is not None and st["position"] <= position:
       cursors = self.cursors(position, host_index, host_count, start=st["position"], initial=st["cursors"])
     else:
       cursors = self.cursors(position, host_index, host_count)
-    streams = st["streams"] if same_host else {}
+    streams, saved = (st["streams"], st["saved"]) if same_host else ({}, {})
     st.update(host=(host_index, host_count), position=position, cursors=cursors, last=None,
-              streams={k: s for k, s in streams.items() if s.cursor == cursors.get(k, 0)})
+              streams={k: s for k, s in streams.items() if s.cursor == cursors.get(k, 0)},
+              saved={k: s for k, s in saved.items() if s["cursor"] == cursors.get(k, 0)})
+
+  # -- checkpointed state ----------------------------------------------------
+
+  def data_fingerprint(self, host_count: int = 1) -> dict:
+    """What a saved input state belongs to: the tasks (source, size), the sampling settings, the number of hosts."""
+    streams = {}
+    for key, task in (*self.mono_tasks.items(), *self.bi_tasks.items()):
+      streams[key] = {"task": task.name, "source": _describe_source(task.source),
+                      "examples": self.example_counts[key]}
+    return {"streams": streams, "split": self.split, "hosts": host_count, "batch_size": self.batch_size,
+            "seed": self.seed, "alpha": self.alpha, "segment_len": self.segment_len,
+            "mask_probs": [self.mono_mask_prob, self.bi_mask_prob], "flip_prob": self.flip_prob,
+            "max_lookahead": self.max_lookahead}
+
+  def input_state(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
+    """This host's input state before batch `position` (JSON-serialisable); `restore_input_state` takes it."""
+    st = self._state
+    if st["host"] != (host_index, host_count) or st["position"] != position:
+      self._seek(position, host_index, host_count)
+    streams = {k: dict(v) for k, v in st["saved"].items()}
+    streams.update({k: {**s.state(), "chunk": READ_CHUNK} for k, s in st["streams"].items()})
+    return {"format": STATE_FORMAT, "position": position, "host": [host_index, host_count],
+            "data": self.data_fingerprint(host_count), "cursors": dict(st["cursors"]), "streams": streams}
+
+  def restore_input_state(self, state: Mapping, position: int, host_index: int = 0, host_count: int = 1) -> None:
+    """Continue from `input_state(position, ...)` of an earlier run: the next `batch(position)` reads on from it.
+
+    ConfigError (naming what changed) if the state was written for other
+    data, settings or hosts; DataError if it is not an input state of this
+    version or not of `position`.
+    """
+    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+      raise errors.DataError(f"not a SeqioPairSource input state of format {STATE_FORMAT}")
+    diffs = nested.differing_keys(state["data"], self.data_fingerprint(host_count))
+    if list(state["host"]) != [host_index, host_count]:
+      diffs["host"] = (f"{state['host'][0]} of {state['host'][1]}", f"{host_index} of {host_count}")
+    if diffs:
+      raise errors.ConfigError(
+          "the checkpoint's input state was written for other data or settings: " + nested.describe(diffs) +
+          ". Resume with the data, settings and number of hosts of that run, or start a new RUN_DIR")
+    if state["position"] != position:
+      raise errors.DataError(f"the input state is of batch {state['position']}, the train state of batch {position}")
+    self._state.update(host=(host_index, host_count), position=position, cursors=dict(state["cursors"]),
+                       streams={}, saved={k: dict(v) for k, v in state["streams"].items()}, last=None)
+
+  def shape_batch(self, host_index: int = 0, host_count: int = 1) -> dict:
+    """A batch with the shapes and dtypes of every batch (arbitrary values); reads no data."""
+    v = self.vocab
+    rng = np.random.default_rng(0)
+    return stack([self.pair_features([v.cls_id], [v.cls_id], 0, 0, False, rng)
+                  for _ in self._rows(host_index, host_count)])
 
   def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
     """This host's rows of global batch `position`; equal to what an uninterrupted run gives."""
@@ -351,7 +498,7 @@ class SeqioPairSource(PairFeatures):
       key = keys[row]
       stream = st["streams"].get(key)
       if stream is None:
-        stream = st["streams"][key] = self._open(key, bilingual, st["cursors"].get(key, 0), host_index, host_count)
+        stream = st["streams"][key] = self._open(key, bilingual, host_index, host_count)
       item = stream.take()
       st["cursors"][key] = stream.cursor
       rng = np.random.default_rng((self.seed, position, row))
@@ -370,5 +517,22 @@ class SeqioPairSource(PairFeatures):
     return dict(result)
 
   def close(self) -> None:
-    """Drops the open streams (they re-open where they were on the next `batch`)."""
+    """Drops the open streams (they re-open where they were on the next `batch`, by skipping)."""
     self._state.update(streams={}, last=None)
+
+
+def _describe_source(source) -> Any:
+  """A seqio data source's identity: its TFDS name and version, its files, or its repr."""
+  tfds_dataset = getattr(source, "tfds_dataset", None)
+  if tfds_dataset is not None:
+    return str(getattr(tfds_dataset, "name", tfds_dataset))
+  for files in ("files", "path"):  # xtreme_tasks.pretraining's file sources
+    method = getattr(source, files, None)
+    if callable(method):
+      try:
+        return [str(f) for f in method()]
+      except Exception:  # noqa: BLE001 - e.g. the file is gone: described by its repr below
+        break
+  if type(source).__repr__ is not object.__repr__:
+    return repr(source)
+  return type(source).__name__

@@ -23,9 +23,10 @@ and start time). orbax needs `google-cloud-storage` installed for gs://
 (`check_remote_checkpoints`); TensorFlow's tf.io.gfile serves the other
 files (`xtreme_jax.fs`).
 
-Each checkpoint holds the train state (params, optimizer state, step, RNG)
-and `meta = {"step", "data_position"}`, the number of batches the input
-pipeline has produced. Orbax writes into a temporary directory and renames
+Each checkpoint holds the train state (params, optimizer state, step, RNG),
+`meta = {"step", "data_position"}` (the number of batches the input
+pipeline has produced) and, for a streamed input, every host's input state
+(`input`: stream positions, so that resuming never re-reads the corpus). Orbax writes into a temporary directory and renames
 it when complete, so a write cut off mid-way never looks like a step. A
 checkpoint that cannot be read while an older one can is set aside
 (`checkpoints/corrupt-<step>-<utc time>`), so the resumed run writes that
@@ -34,17 +35,20 @@ step again.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import hashlib
 import importlib.util
 import json
 import logging
 import os
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import jax
 import orbax.checkpoint as ocp
 
 from xtreme_jax import atomic, errors, fs
+from xtreme_jax.nested import describe, differing_keys, flatten, merge, unflatten
 from xtreme_jax.training import locks
 
 # Replicated arrays are written by several replicas in parallel only when each
@@ -80,35 +84,6 @@ RunDirectoryInUseError = locks.InUseError  # another process is running in the r
 
 def _jsonable(obj: Any) -> Any:
   return json.loads(json.dumps(obj, sort_keys=True, default=str))
-
-
-def _flatten(tree: dict, prefix: str = "") -> dict:
-  out = {}
-  for key, value in tree.items():
-    if isinstance(value, dict):
-      out.update(_flatten(value, f"{prefix}{key}."))
-    else:
-      out[f"{prefix}{key}"] = value
-  return out
-
-
-def _merge(base: dict, changes: dict) -> dict:
-  out = dict(base)
-  for key, value in changes.items():
-    out[key] = _merge(out.get(key, {}), value) if isinstance(value, dict) else value
-  return out
-
-
-def _short(value: Any, width: int = 40) -> str:
-  text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
-  return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def differing_keys(old: dict, new: dict) -> dict[str, tuple]:
-  """{dotted key: (old, new)} of the leaves that differ ('<absent>' where one side lacks the key)."""
-  a, b = _flatten(old), _flatten(new)
-  return {k: (a.get(k, "<absent>"), b.get(k, "<absent>")) for k in sorted(set(a) | set(b))
-          if a.get(k, "<absent>") != b.get(k, "<absent>")}
 
 
 # -- the claim -----------------------------------------------------------------------
@@ -215,10 +190,10 @@ class RunDirectory:
     if fs.exists(self.path):
       stored = json.loads(fs.read_text(self.path))
       self._history = stored.pop(OVERRIDES, [])
-      allowed = set(_flatten(self.overrides))
+      allowed = set(flatten(self.overrides))
       diffs = {k: v for k, v in differing_keys(stored, self.fingerprint).items() if k not in allowed}
       if diffs:
-        listed = ", ".join(f"{k} ({_short(a)} -> {_short(b)})" for k, (a, b) in diffs.items())
+        listed = describe(diffs)
         hint = (" (optimizer settings may change on resume with --gin.RESUME_OVERRIDES=\"{'learning_rate': ...}\")"
                 if all(k.startswith("optimizer.") for k in diffs) else "")
         raise ForeignRunDirectoryError(f"{self.run_dir} holds a run of another configuration; differing keys: "
@@ -226,7 +201,7 @@ class RunDirectory:
       self._stored, self.resumed = stored, True
       return True
     if self.overrides:
-      raise errors.ConfigError(f"resume overrides {_flatten(self.overrides)} were given but {self.run_dir} holds no "
+      raise errors.ConfigError(f"resume overrides {flatten(self.overrides)} were given but {self.run_dir} holds no "
                                "run to resume; set these values in the configuration instead")
     foreign = sorted(n for n in fs.listdir(self.run_dir) if not _is_own_file(n) and n not in self.known
                      and _holds_files(os.path.join(self.run_dir, n)))
@@ -240,17 +215,17 @@ class RunDirectory:
     """The overrides run_config.json records, merged in order."""
     merged: dict = {}
     for entry in self._history:
-      merged = _merge(merged, {k: v for k, v in entry.items() if k != "step"})
+      merged = merge(merged, {k: v for k, v in entry.items() if k != "step"})
     return merged
 
   def effective_overrides(self) -> dict:
     """Recorded overrides, then this run's: what a resumed run must apply to its configuration."""
-    return _merge(self.recorded_overrides(), self.overrides)
+    return merge(self.recorded_overrides(), self.overrides)
 
   def new_overrides(self) -> dict:
     """This run's overrides that change the recorded values (flattened keys)."""
-    recorded = _flatten(self.recorded_overrides())
-    return {k: v for k, v in _flatten(self.overrides).items() if recorded.get(k, "<absent>") != v}
+    recorded = flatten(self.recorded_overrides())
+    return {k: v for k, v in flatten(self.overrides).items() if recorded.get(k, "<absent>") != v}
 
   def commit(self, step: Optional[int] = None) -> None:
     """Write run_config.json (a new run, or new overrides recorded at `step`) and `files`, atomically."""
@@ -261,7 +236,7 @@ class RunDirectory:
     if jax.process_index() == 0:
       new = self.new_overrides()
       if not self.resumed or new:
-        history = self._history + ([{"step": step, **_unflatten(new)}] if new else [])
+        history = self._history + ([{"step": step, **unflatten(new)}] if new else [])
         record = dict(self._stored if self.resumed else self.fingerprint)
         if history:
           record[OVERRIDES] = history
@@ -270,17 +245,6 @@ class RunDirectory:
       for name, value in self.files.items():
         atomic.write_json(os.path.join(self.run_dir, name), value)
     self.committed = True
-
-
-def _unflatten(flat: dict) -> dict:
-  out: dict = {}
-  for key, value in flat.items():
-    *parents, leaf = key.split(".")
-    node = out
-    for p in parents:
-      node = node.setdefault(p, {})
-    node[leaf] = value
-  return out
 
 
 # -- checkpoints ---------------------------------------------------------------------
@@ -311,6 +275,42 @@ def check_remote_checkpoints(directory: str) -> None:
                              "gs:// checkpoint steps with it): pip install 'google-cloud-storage>=2.14'")
 
 
+class HostStateHandler(ocp.CheckpointHandler):
+  """An orbax item that every process writes and reads for itself: `host-<process index>.json`.
+
+  The file is a SHA-256 line, then the JSON: a truncated or altered file
+  fails to restore, so the checkpoint counts as unreadable. A process whose
+  own file is missing (the run had fewer hosts) reads host 0's, whose content
+  says which hosts wrote it.
+  """
+
+  def save(self, directory, args: "HostStateSave") -> None:
+    payload = json.dumps(args.state, sort_keys=True)
+    digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    (directory / f"host-{jax.process_index()}.json").write_text(f"{digest}\n{payload}")
+
+  def restore(self, directory, args: Optional["HostStateRestore"] = None) -> Any:
+    path = directory / f"host-{jax.process_index()}.json"
+    if not path.exists():
+      path = directory / "host-0.json"
+    digest, _, payload = path.read_text().partition("\n")
+    if hashlib.sha256(payload.encode("utf-8")).hexdigest() != digest:
+      raise ValueError(f"{path}: checksum mismatch (a truncated or altered input state)")
+    return json.loads(payload)
+
+
+@ocp.args.register_with_handler(HostStateHandler, for_save=True)
+@dataclasses.dataclass
+class HostStateSave(ocp.args.CheckpointArgs):
+  state: Any
+
+
+@ocp.args.register_with_handler(HostStateHandler, for_restore=True)
+@dataclasses.dataclass
+class HostStateRestore(ocp.args.CheckpointArgs):
+  pass
+
+
 def _manager(directory: str, keep: Optional[int], items: tuple) -> ocp.CheckpointManager:
   directory = fs.abspath(directory)
   check_remote_checkpoints(directory)
@@ -321,34 +321,48 @@ def _manager(directory: str, keep: Optional[int], items: tuple) -> ocp.Checkpoin
 
 
 class Checkpointer:
-  """orbax CheckpointManager with restore-with-fallback; unreadable newer steps are set aside."""
+  """orbax CheckpointManager with restore-with-fallback; unreadable newer steps are set aside.
+
+  Items: `state` (the train state), `meta` ({"step", "data_position"}) and,
+  for inputs that keep state (`SeqioPairSource`), `input`: each host's input
+  state (`HostStateHandler`), written in the same step directory, so the
+  three are committed together.
+  """
 
   def __init__(self, directory: str, every: int, keep: int):
     self.every = every
     self.directory = fs.abspath(directory)
-    self.manager = _manager(directory, keep, ("state", "meta"))
+    self.manager = _manager(directory, keep, ("state", "meta", "input"))
 
-  def save(self, step: int, state: Any, data_position: int, force: bool = False) -> bool:
+  def save(self, step: int, state: Any, data_position: int, force: bool = False,
+           input_state: Optional[Callable[[], Any]] = None) -> bool:
+    """Saves at multiples of `every` (or `force`); `input_state()` is called only when a checkpoint is written."""
     if not force and step % self.every:
       return False
     if step in self.manager.all_steps():
       return False
-    return self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state),
-        meta=ocp.args.JsonSave({"step": int(step), "data_position": int(data_position)})), force=True)
+    items = {"state": ocp.args.StandardSave(state),
+             "meta": ocp.args.JsonSave({"step": int(step), "data_position": int(data_position)})}
+    if input_state is not None:
+      items["input"] = HostStateSave(input_state())
+    return self.manager.save(step, args=ocp.args.Composite(**items), force=True)
 
   def restore_latest(self, abstract_state: Any) -> Optional[tuple[Any, dict]]:
     """(state, meta) of the newest readable checkpoint, or None if none is.
 
-    Newer steps that could not be read are set aside (renamed out of orbax's
-    step names, with a warning) so that the run writes them again; if no
-    step is readable, nothing is renamed.
+    `meta["input"]` is this host's input state, or None for a checkpoint
+    without one. Newer steps that could not be read (train or input state)
+    are set aside (renamed out of orbax's step names, with a warning) so that
+    the run writes them again; if no step is readable, nothing is renamed.
     """
     unreadable = []
     for step in sorted(self.manager.all_steps(), reverse=True):
+      items = {"state": ocp.args.StandardRestore(abstract_state), "meta": ocp.args.JsonRestore()}
+      has_input = fs.exists(os.path.join(self.directory, str(step), "input"))
+      if has_input:
+        items["input"] = HostStateRestore()
       try:
-        restored = self.manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract_state), meta=ocp.args.JsonRestore()))
+        restored = self.manager.restore(step, args=ocp.args.Composite(**items))
         ok = True
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is skipped
         logging.warning("checkpoint at step %d is unreadable (%s: %s); trying an earlier one",
@@ -358,7 +372,7 @@ class Checkpointer:
         unreadable.append(step)
         continue
       self._set_aside(unreadable, resumed_from=step)
-      return restored.state, dict(restored.meta)
+      return restored.state, {**restored.meta, "input": restored.input if has_input else None}
     return None
 
   def _set_aside(self, steps: list[int], resumed_from: int) -> None:

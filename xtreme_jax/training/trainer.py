@@ -282,6 +282,7 @@ class Trainer:
     self.best = BestParams(os.path.join(run_dir, "best"), config.select_metric) if config.select_metric else None
     self._writer = None
     self._resume_step = 0
+    self.restored_input = None  # the input state of the checkpoint restored by restore_or_init, if any
 
   @contextlib.contextmanager
   def sharding_context(self):
@@ -365,6 +366,7 @@ class Trainer:
           f"{self.run_dir}/checkpoints holds checkpoints {self.checkpointer.all_steps()} but none could be restored "
           "into this model and optimizer (see the warnings above); refusing to start over in this directory")
     state, meta = restored
+    self.restored_input = meta["input"]
     logging.info("resumed from step %d (data position %d)", meta["step"], meta["data_position"])
     return state, int(meta["data_position"])
 
@@ -395,7 +397,9 @@ class Trainer:
     evaluate = functools.partial(self._evaluate_at, eval_source=eval_source, evaluator=evaluator)
     with stop_signals(hosts == 1) as stop:
       t0 = time.perf_counter()
-      state, position = self.restore_or_init(source.batch(0, host, hosts), init_params)
+      first = source.shape_batch(host, hosts) if hasattr(source, "shape_batch") else source.batch(0, host, hosts)
+      state, position = self.restore_or_init(first, init_params)
+      self._restore_input(source, position)
       start = self._resume_step = int(jax.device_get(state.step))
       progress, bar = _Progress(start), None
       if start >= cfg.train_steps:
@@ -427,7 +431,7 @@ class Trainer:
           if done % cfg.checkpoint_every == 0 or done == cfg.train_steps or signum:
             self._flush(progress)
             with progress.pause():
-              self.checkpointer.save(done, state, position, force=True)
+              self.checkpointer.save(done, state, position, force=True, input_state=self._input_state(source, position))
           if signum and done < cfg.train_steps:
             self.checkpointer.wait()
             raise Preempted(f"stopped by {signal.Signals(signum).name} at step {done} after saving its checkpoint "
@@ -442,6 +446,24 @@ class Trainer:
     return state, self._summary(progress)
 
   # -- loop parts --------------------------------------------------------------
+
+  @staticmethod
+  def _input_state(source, position: int) -> Optional[Callable[[], Any]]:
+    """What saves the input's state with a checkpoint, for sources that keep one (`input_state`)."""
+    if not hasattr(source, "input_state"):
+      return None
+    return functools.partial(source.input_state, position, jax.process_index(), jax.process_count())
+
+  def _restore_input(self, source, position: int) -> None:
+    """Hands a restored checkpoint's input state to the source; without one, says that it replays."""
+    if not hasattr(source, "restore_input_state") or position == 0:
+      return
+    saved = self.restored_input
+    if saved is not None:
+      source.restore_input_state(saved, position, jax.process_index(), jax.process_count())
+    else:
+      logging.warning("the checkpoint holds no input state (written by an older version): the input resumes at "
+                      "batch %d by replaying the draws and re-reading every stream up to its position", position)
 
   def _check_start(self, source, eval_source, evaluator) -> None:
     """Refuse settings that cannot work before anything is compiled."""
