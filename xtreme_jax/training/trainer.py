@@ -1,7 +1,9 @@
 """The training loop: sharded init, jitted steps, checkpoints, evaluation, logging.
 
 `Trainer.fit` resumes from the newest readable checkpoint in the run
-directory (train state and input position), trains to `train_steps`, saves
+directory (train state, input position and, for sources that keep one, the
+input state: `source.input_state` / `restore_input_state`, e.g. the streamed
+`SeqioPairSource`), trains to `train_steps`, saves
 every `checkpoint_every` steps and at the end. Metrics of step s are read
 while step s+1 runs, so the device is never idle waiting for the host; a
 checkpoint is only written after its step's metrics were checked.
