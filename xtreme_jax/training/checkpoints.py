@@ -26,8 +26,9 @@ files (`xtreme_jax.fs`).
 Each checkpoint holds the train state (params, optimizer state, step, RNG),
 `meta = {"step", "data_position"}` (the number of batches the input
 pipeline has produced) and, for a streamed input, every host's input state
-(`input`: stream positions, so that resuming never re-reads the corpus). Orbax writes into a temporary directory and renames
-it when complete, so a write cut off mid-way never looks like a step. A
+(`input`: stream positions, so that resuming never re-reads the corpus).
+Orbax writes into a temporary directory and renames it when complete, so a
+write cut off mid-way never looks like a step. A
 checkpoint that cannot be read while an older one can is set aside
 (`checkpoints/corrupt-<step>-<utc time>`), so the resumed run writes that
 step again.
