@@ -120,23 +120,24 @@ import tensorflow as tf
 from xtreme_jax.data import xtreme_readers as readers
 from xtreme_jax.data import xtreme_translations as translations
 from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
+from xtreme_jax.registry import XTREME
 
 DATA_DIR_ENV = "XTREME_JAX_DATA_DIR"
 TRANSLATIONS_DIR_ENV = "XTREME_JAX_TRANSLATIONS_DIR"
 DATA_SOURCE_ENV = "XTREME_JAX_DATA_SOURCE"
 FEWSHOT_SIZE = 1000
 
-BENCHMARK_TASKS = ("xnli", "pawsx", "panx", "udpos", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")
-ALL_TASKS = BENCHMARK_TASKS + ("squad",)
-IN_LANGUAGE_TASKS = ("panx", "udpos", "tydiqa")
+# From the task registry (`xtreme_jax.registry.xtreme`).
+BENCHMARK_TASKS = XTREME.task_names
+ALL_TASKS = BENCHMARK_TASKS + tuple(t.name for t in XTREME.extra_tasks)
+IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
 # Zero-shot training data of each benchmark task (None: not fine-tuned).
-ZERO_SHOT_TRAIN = {"xnli": "xnli", "pawsx": "pawsx", "panx": "panx", "udpos": "udpos", "xquad": "squad",
-                   "mlqa": "squad", "tydiqa": "tydiqa", "bucc2018": None, "tatoeba": None}
-MULTITASK_TASKS = ("xnli", "pawsx", "panx", "udpos", "squad", "tydiqa")
+ZERO_SHOT_TRAIN = {t.name: t.train[0] if t.train else None for t in XTREME.tasks}
+MULTITASK_TASKS = tuple(dict.fromkeys(t.train[0] for t in XTREME.tasks if t.train))
 # Benchmark task -> the reader task whose translations are its translate-train data.
-TRANSLATE_TRAIN_SOURCE = {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad", "tydiqa": "tydiqa"}
-TRANSLATE_TEST_TASKS = ("xnli", "pawsx", "xquad", "mlqa")
-PSEUDO_TASKS = ("xnli", "xquad")
+TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.translate_train}
+TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
+PSEUDO_TASKS = XTREME.where(pseudo_test=True)
 
 # Kept across importlib.reload (re-registration must not forget the configured directory).
 _data_dir: Optional[str] = globals().get("_data_dir")
@@ -215,8 +216,9 @@ FAMILY_FEATURES: dict[str, dict[str, tuple[tf.DType, int]]] = {
                                    "gold_target_id")},
     "tatoeba": {"source": (_S, 1), "target": (_S, 1)},
 }
-TASK_FAMILY = {"xnli": "pair", "pawsx": "pair", "panx": "tagging", "udpos": "tagging", "xquad": "qa",
-               "mlqa": "qa", "tydiqa": "qa", "squad": "qa", "bucc2018": "bucc", "tatoeba": "tatoeba"}
+_FAMILY_OF_KIND = {"pair_classification": "pair", "tagging": "tagging", "span_qa": "qa", "bitext_mining": "bucc",
+                   "similarity_search": "tatoeba"}
+TASK_FAMILY = {name: _FAMILY_OF_KIND[spec.kind] for name, spec in XTREME.specs.items()}
 # One schema for multi-task mixtures over families: the union plus the task name.
 UNION_FEATURES = {"task": (_S, 0), **{k: v for fam in ("pair", "tagging", "qa")
                                       for k, v in FAMILY_FEATURES[fam].items()}}

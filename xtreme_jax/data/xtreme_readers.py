@@ -5,7 +5,8 @@
 its preprocessing; it may be a URL (`gs://bucket/download`, read through
 `xtreme_jax.fs`). Every reader takes `(data_dir, language, split)`; `read`
 dispatches by task name and `TASKS` lists, per task, the reader and the
-languages of each split that exists.
+languages of each split that exists (from the task registry,
+`xtreme_jax.registry.xtreme`, which also holds the label and tag sets).
 
 Schemas (all strings are returned exactly as stored, apart from line ends):
 
@@ -65,27 +66,13 @@ import os
 from typing import Any, Callable, NamedTuple, Optional
 
 from xtreme_jax import errors, fs, text
+from xtreme_jax.registry.xtreme import (  # noqa: F401  (re-exported: the readers' label and language sets)
+  BUCC_LANGS, MLQA_LANGS, PANX_LANGS, PANX_TAGS, PAWSX_LABELS, PAWSX_LANGS, TATOEBA_LANGS, TYDIQA_LANGS,
+  UDPOS_LANGS, UPOS_TAGS, XNLI_LABELS, XNLI_LANGS, XQUAD_LANGS, XTREME)
 
-XNLI_LABELS = ("contradiction", "entailment", "neutral")
-PAWSX_LABELS = ("0", "1")
-PANX_TAGS = ("B-LOC", "B-ORG", "B-PER", "I-LOC", "I-ORG", "I-PER", "O")  # IOB2 over LOC / ORG / PER
-UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
-             "PUNCT", "SCONJ", "SYM", "VERB", "X")  # the 17 Universal Dependencies POS tags
 # A training QA file in which more than this fraction of the questions have an answer that is
 # not in their context is refused (`check_training_answers`); fewer are logged and skipped.
 MAX_BAD_ANSWER_FRACTION = 0.05
-
-XNLI_LANGS = tuple("ar bg de el en es fr hi ru sw th tr ur vi zh".split())
-PAWSX_LANGS = tuple("de en es fr ja ko zh".split())
-PANX_LANGS = tuple("af ar bg bn de el en es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr ms my nl pt "
-                    "ru sw ta te th tl tr ur vi yo zh".split())
-UDPOS_LANGS = tuple("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr "
-                     "ur vi yo zh".split())
-XQUAD_LANGS = tuple("ar de el en es hi ru th tr vi zh".split())
-MLQA_LANGS = tuple("ar de en es hi vi zh".split())
-TYDIQA_LANGS = tuple("ar bn en fi id ko ru sw te".split())
-BUCC_LANGS = tuple("de fr ru zh".split())
-TATOEBA_LANGS = tuple(lg for lg in PANX_LANGS if lg not in ("en", "ms", "my", "yo"))
 
 # Relative paths under `download/`; `{lg}` / `{split}` are filled in.
 PATHS: dict[str, Any] = {
@@ -103,14 +90,12 @@ PATHS: dict[str, Any] = {
     "tatoeba": {"source": "tatoeba/{lg}-en.{lg}", "target": "tatoeba/{lg}-en.en"},
 }
 
-TFDS_BUILDERS = {"xnli": "xtreme_xnli", "pawsx": "xtreme_pawsx", "udpos": "xtreme_pos", "panx": "wikiann",
-                 "xquad": "xquad", "mlqa": "mlqa", "tydiqa": "tydi_qa", "bucc2018": "bucc",
-                 "tatoeba": "tatoeba", "squad": "squad"}
+TFDS_BUILDERS = {name: spec.tfds_builder for name, spec in XTREME.specs.items()}
 
 
-class TaskSpec(NamedTuple):
+class Reader(NamedTuple):
   reader: Callable[[str, str, str], Any]
-  languages: dict  # split -> tuple of languages that have that split
+  languages: dict  # split -> tuple of languages that have that split (the registry's)
 
 
 def file_path(task: str, data_dir: str, language: str, split: str, part: Optional[str] = None) -> str:
@@ -374,25 +359,10 @@ def read_tatoeba(data_dir: str, language: str, split: str) -> dict:
 # ----------------------------------------------------------------------------- registry
 
 
-def _but(langs: tuple, *absent: str) -> tuple:
-  return tuple(lg for lg in langs if lg not in absent)
-
-
-EN = ("en",)
-TASKS: dict[str, TaskSpec] = {
-    "xnli": TaskSpec(read_xnli, {"train": EN, "dev": XNLI_LANGS, "test": XNLI_LANGS}),
-    "pawsx": TaskSpec(read_pawsx, {"train": EN, "dev": PAWSX_LANGS, "test": PAWSX_LANGS}),
-    "panx": TaskSpec(read_panx, {s: PANX_LANGS for s in ("train", "dev", "test")}),
-    "udpos": TaskSpec(read_udpos, {"train": _but(UDPOS_LANGS, "th", "tl", "yo"),
-                                   "dev": _but(UDPOS_LANGS, "kk", "th", "tl", "yo"),
-                                   "test": UDPOS_LANGS}),
-    "xquad": TaskSpec(read_xquad, {"test": XQUAD_LANGS}),
-    "mlqa": TaskSpec(read_mlqa, {"dev": MLQA_LANGS, "test": MLQA_LANGS}),
-    "tydiqa": TaskSpec(read_tydiqa, {"train": TYDIQA_LANGS, "test": TYDIQA_LANGS}),
-    "squad": TaskSpec(read_squad, {"train": EN, "dev": EN}),
-    "bucc2018": TaskSpec(read_bucc2018, {"dev": BUCC_LANGS, "test": BUCC_LANGS}),
-    "tatoeba": TaskSpec(read_tatoeba, {"test": TATOEBA_LANGS}),
-}
+_READERS = {"xnli": read_xnli, "pawsx": read_pawsx, "panx": read_panx, "udpos": read_udpos, "xquad": read_xquad,
+            "mlqa": read_mlqa, "tydiqa": read_tydiqa, "squad": read_squad, "bucc2018": read_bucc2018,
+            "tatoeba": read_tatoeba}
+TASKS: dict[str, Reader] = {name: Reader(_READERS[name], dict(spec.languages)) for name, spec in XTREME.specs.items()}
 
 
 def read(task: str, data_dir: str, language: str, split: str):

@@ -129,8 +129,9 @@ import numpy as np
 
 from xtreme_jax import errors, text
 from xtreme_jax.data import xtreme_readers as xr, xtreme_translations
+from xtreme_jax.registry import XTREME
 
-QA_TASKS = ("xquad", "mlqa", "tydiqa", "squad")
+QA_TASKS = tuple(name for name, spec in XTREME.specs.items() if spec.kind == "span_qa")  # squad included
 # ClassLabel names of the TFDS features (index -> name).
 XNLI_TFDS_LABELS = ("entailment", "neutral", "contradiction")  # xnli, multi_nli, xtreme_xnli
 PAWSX_TFDS_LABELS = ("different_meaning", "paraphrase")  # paws_x_wiki, xtreme_pawsx -> "0", "1"

@@ -26,36 +26,15 @@ import string
 import unicodedata
 from typing import Iterable, Mapping, Optional, Sequence
 
-TASK_LANGUAGES = {
-    "xnli": tuple("ar bg de el en es fr hi ru sw th tr ur vi zh".split()),
-    "pawsx": tuple("de en es fr ja ko zh".split()),
-    "udpos": tuple("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl "
-                   "tr ur vi yo zh".split()),
-    "panx": tuple("af ar bg bn de el en es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr ms my nl "
-                  "pt ru sw ta te th tl tr ur vi yo zh".split()),
-    "xquad": tuple("ar de el en es hi ru th tr vi zh".split()),
-    "mlqa": tuple("ar de en es hi vi zh".split()),
-    "tydiqa": tuple("ar bn en fi id ko ru sw te".split()),
-    "bucc2018": tuple("de fr ru zh".split()),
-    "tatoeba": tuple("af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr nl pt ru "
-                     "sw ta te th tl tr ur vi zh".split()),
-}
+from xtreme_jax.registry import XTREME
 
-# Key of the per-language result that is the task's score; "em_f1" means
-# (exact_match + f1) / 2. udpos "f1" is the leaderboard chunk F1 (see
-# `pos_leaderboard_f1`); its token accuracy is reported beside it.
-TASK_METRIC = {
-    "xnli": "accuracy", "pawsx": "accuracy", "udpos": "f1", "panx": "f1", "xquad": "em_f1",
-    "mlqa": "em_f1", "tydiqa": "em_f1", "bucc2018": "f1", "tatoeba": "accuracy",
-}
-
-CATEGORIES = {
-    "classification": ("xnli", "pawsx"),
-    "structured_prediction": ("udpos", "panx"),
-    "qa": ("xquad", "mlqa", "tydiqa"),
-    "retrieval": ("bucc2018", "tatoeba"),
-}
-QA_TASKS = CATEGORIES["qa"]
+# From the task registry (`xtreme_jax.registry.xtreme`): each task's test languages, the key of
+# the per-language result that is its score ("em_f1" means (exact_match + f1) / 2; udpos "f1" is
+# the leaderboard chunk F1, see `pos_leaderboard_f1`, with token accuracy beside it), categories.
+TASK_LANGUAGES = {t.name: t.test_languages for t in XTREME.tasks}
+TASK_METRIC = {t.name: t.score for t in XTREME.tasks}
+CATEGORIES = dict(XTREME.categories)
+QA_TASKS = XTREME.where(kind="span_qa")
 
 
 def _check_lengths(predictions: Sequence, labels: Sequence, what: str = "items") -> None:

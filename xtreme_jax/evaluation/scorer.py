@@ -50,19 +50,18 @@ import sys
 from typing import Optional, Sequence
 
 from xtreme_jax import atomic, errors, fs, text
-from xtreme_jax.data import xtreme_readers as readers
 from xtreme_jax.evaluation import metrics
+from xtreme_jax.registry import XTREME
 
 COUNT_KEYS = ("total", "missing", "invalid")
 MANIFEST = "manifest.json"
 DATA_SOURCES = ("official", "tfds")
 # Tasks whose predictions are matched to the labels by position (no ids).
-ORDER_DEPENDENT = ("xnli", "pawsx", "panx", "udpos", "tatoeba")
+ORDER_DEPENDENT = XTREME.where(by_position=True)
 # A QA prediction file must answer at least this fraction of the gold question ids.
 MIN_QA_ID_OVERLAP = 0.5
 # The values a prediction may take (besides any value of the labels file).
-VALID = {"xnli": frozenset(readers.XNLI_LABELS), "pawsx": frozenset(readers.PAWSX_LABELS),
-         "panx": frozenset(readers.PANX_TAGS), "udpos": frozenset(readers.UPOS_TAGS)}
+VALID = {t.name: frozenset(t.labels) for t in XTREME.tasks if t.labels}
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 _ORDER = {"official": "the official order", "tfds": "TFDS order (the TFDS builders shuffle examples)"}
 _SAME_SOURCE = ("predictions and labels in another order or from another split or data source? "
@@ -271,7 +270,7 @@ def _average(per_language: dict[str, dict]) -> dict[str, float]:
 
 
 def _score_task(task: str, pred_dir: str, labels_dir: str) -> dict:
-  suffix = "json" if task in metrics.QA_TASKS else "tsv"
+  suffix = XTREME.task(task).prediction_suffix
   per_language, missing = {}, {}
   for lang in metrics.TASK_LANGUAGES[task]:
     pred_path = os.path.join(pred_dir, task, f"test-{lang}.{suffix}")

@@ -131,6 +131,7 @@ from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.registry import XTREME
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
@@ -147,26 +148,19 @@ class TaskRecipe:
   model_name: str = ""           # zero-shot model directory and settings key; tasks sharing training data share both
 
 
-RECIPES = {
-    "xnli": TaskRecipe("classification", ("xnli", "en", "train"), readers.XNLI_LABELS, "xnli"),
-    "pawsx": TaskRecipe("classification", ("pawsx", "en", "train"), readers.PAWSX_LABELS, "pawsx"),
-    "udpos": TaskRecipe("tagging", ("udpos", "en", "train"), readers.UPOS_TAGS, "udpos"),
-    "panx": TaskRecipe("tagging", ("panx", "en", "train"), readers.PANX_TAGS, "panx"),
-    "xquad": TaskRecipe("qa", ("squad", "en", "train"), (), "squad"),
-    "mlqa": TaskRecipe("qa", ("squad", "en", "train"), (), "squad"),
-    "tydiqa": TaskRecipe("qa", ("tydiqa", "en", "train"), (), "tydiqa"),
-    "bucc2018": TaskRecipe("bucc"),
-    "tatoeba": TaskRecipe("tatoeba"),
-}
-TASKS = tuple(RECIPES)
+# The runner's handler family of each registry kind.
+_HANDLER = {"pair_classification": "classification", "tagging": "tagging", "span_qa": "qa",
+            "bitext_mining": "bucc", "similarity_search": "tatoeba"}
+RECIPES = {t.name: TaskRecipe(_HANDLER[t.kind], t.train, t.labels, t.model or "") for t in XTREME.tasks}
+TASKS = XTREME.task_names
 RETRIEVAL_TASKS = tuple(t for t, r in RECIPES.items() if r.kind in ("bucc", "tatoeba"))
 FINETUNED = tuple(dict.fromkeys(r.model_name for r in RECIPES.values() if r.model_name))  # settings keys
-IN_LANGUAGE_TASKS = ("panx", "udpos", "tydiqa")
+IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
 TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
 SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_multi") + TRANSLATION_SETTINGS
 # Task -> reader task whose translations are its translate-train data (xquad / mlqa: SQuAD).
-TRANSLATE_TRAIN_SOURCE = {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad", "tydiqa": "tydiqa"}
-TRANSLATE_TEST_TASKS = ("xnli", "pawsx", "xquad", "mlqa")
+TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.translate_train}
+TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
 TRANSLATION_KINDS = translations.KINDS
 SELECTIONS = ("english_dev", "mean_dev", "final")
 HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, mean loss] points

@@ -1,0 +1,47 @@
+"""The task registry is the one source of the benchmark constants every layer uses."""
+
+import pytest
+
+from xtreme_jax import errors
+from xtreme_jax.data import xtreme_readers, xtreme_tfds
+from xtreme_jax.evaluation import metrics, scorer
+from xtreme_jax.registry import BENCHMARKS, XTREME, BenchmarkSpec, TaskSpec
+from xtreme_jax.runs import xtreme as xtreme_run
+
+
+def test_xtreme_spec_facts():
+  assert XTREME.task_names == ("xnli", "pawsx", "udpos", "panx", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")
+  assert BENCHMARKS == {"xtreme": XTREME} and set(XTREME.specs) == set(XTREME.task_names) | {"squad"}
+  xnli = XTREME.task("xnli")
+  assert len(xnli.test_languages) == 15 and xnli.languages["train"] == ("en",) and xnli.fine_tuned
+  assert XTREME.task("udpos").languages["train"] == tuple(
+      lg for lg in XTREME.task("udpos").test_languages if lg not in ("th", "tl", "yo"))
+  assert XTREME.where(kind="span_qa") == ("xquad", "mlqa", "tydiqa")
+  assert XTREME.where(in_language=True) == ("udpos", "panx", "tydiqa")
+  assert not XTREME.task("tatoeba").fine_tuned and XTREME.task("xquad").model == XTREME.task("mlqa").model == "squad"
+  with pytest.raises(errors.ConfigError, match="unknown XTREME task 'xnlii'; valid tasks: xnli, pawsx, udpos"):
+    XTREME.task("xnlii")
+
+
+def test_every_layer_reads_the_registry():
+  for name, spec in XTREME.specs.items():
+    assert xtreme_readers.TASKS[name].languages == dict(spec.languages)
+    assert xtreme_readers.TFDS_BUILDERS[name] == spec.tfds_builder
+  assert metrics.TASK_LANGUAGES == {t.name: t.test_languages for t in XTREME.tasks}
+  assert metrics.CATEGORIES == XTREME.categories and list(metrics.TASK_METRIC) == list(XTREME.task_names)
+  assert scorer.ORDER_DEPENDENT == ("xnli", "pawsx", "udpos", "panx", "tatoeba")
+  assert scorer.VALID == {"xnli": set(xtreme_readers.XNLI_LABELS), "pawsx": {"0", "1"},
+                          "udpos": set(xtreme_readers.UPOS_TAGS), "panx": set(xtreme_readers.PANX_TAGS)}
+  assert xtreme_run.TASKS == XTREME.task_names and xtreme_run.FINETUNED == (
+      "xnli", "pawsx", "udpos", "panx", "squad", "tydiqa")
+  assert xtreme_run.TRANSLATE_TRAIN_SOURCE == {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad",
+                                               "tydiqa": "tydiqa"}
+  assert xtreme_tfds.QA_TASKS == ("xquad", "mlqa", "tydiqa", "squad")
+
+
+def test_benchmark_spec_checks_its_tasks():
+  task = TaskSpec(name="a", benchmark="b", languages={"test": ("en",)}, kind="tagging")
+  with pytest.raises(ValueError, match="duplicate task names"):
+    BenchmarkSpec(name="b", tasks=(task, task))
+  with pytest.raises(ValueError, match=r"categories name unknown tasks \['z'\]"):
+    BenchmarkSpec(name="b", tasks=(task,), categories={"c": ("a", "z")})

@@ -1,0 +1,116 @@
+"""The declarative task registry's types: one frozen `TaskSpec` per task, one `BenchmarkSpec` per benchmark.
+
+A spec holds facts only (names, languages, labels, which metric, which
+settings); the layers above look behaviour up from it (readers, heads,
+metrics, submission files), so no run, scorer or report code needs its own
+list of tasks or languages. This module imports nothing of the project, so
+every layer may import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Optional
+
+from xtreme_jax import errors
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """One task of a benchmark.
+
+  name: the task's name in the benchmark (`xnli`, `bucc2018`, ...); also its
+    reader key and its folder in the submission.
+  languages: split -> the languages that have that split in the official
+    layout (the test languages are the benchmark's languages of the task).
+  kind: the head / feature family: `pair_classification`, `tagging`,
+    `span_qa`, `bitext_mining` (BUCC), `similarity_search` (Tatoeba).
+  labels: the label or tag vocabulary (classification, tagging).
+  score: the key of the per-language result that is the task score
+    (`em_f1` = (exact_match + f1) / 2), on the benchmark's scale.
+  category: the benchmark category the task counts towards.
+  train: (reader task, language, split) of the zero-shot training data
+    (None: not fine-tuned); `model`: the fine-tuned model's name (tasks with
+    the same training data share one model).
+  prediction_suffix: the submission file type (`tsv` lines, `json` {id: answer}).
+  by_position: predictions are matched to labels by line / sentence position
+    (not by id), so they must follow the labels' order.
+  in_language: the task has training data in other languages (the in-language
+    settings train on it).
+  translate_train: the reader task whose translations are its translate-train
+    data (None: none); `translate_test`: test sets translated into English
+    exist; `pseudo_test`: the English test set machine-translated into other
+    languages exists.
+  tfds_builder: the TFDS builder holding the same data (None: none).
+  """
+
+  name: str
+  benchmark: str
+  languages: Mapping[str, tuple]
+  kind: str
+  labels: tuple = ()
+  score: str = "accuracy"
+  category: Optional[str] = None
+  train: Optional[tuple] = None
+  model: Optional[str] = None
+  prediction_suffix: str = "tsv"
+  by_position: bool = True
+  in_language: bool = False
+  translate_train: Optional[str] = None
+  translate_test: bool = False
+  pseudo_test: bool = False
+  tfds_builder: Optional[str] = None
+
+  @property
+  def test_languages(self) -> tuple:
+    return tuple(self.languages.get("test", ()))
+
+  @property
+  def fine_tuned(self) -> bool:
+    return self.model is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkSpec:
+  """A benchmark: its evaluated tasks (in table order), categories and aggregation.
+
+  `tasks` are the evaluated tasks; `extra_tasks` are read but not scored
+  (e.g. XTREME's SQuAD, the training data of XQuAD and MLQA). Scores are on
+  `scale` (100: percentages); a task's score is the mean over its test
+  languages, a category's the mean of its tasks', the overall score the mean
+  over every task.
+  """
+
+  name: str
+  tasks: tuple
+  extra_tasks: tuple = ()
+  categories: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
+  scale: float = 100.0
+
+  def __post_init__(self):
+    names = [t.name for t in (*self.tasks, *self.extra_tasks)]
+    if len(set(names)) != len(names):
+      raise ValueError(f"{self.name}: duplicate task names in {names}")
+    unknown = sorted({t for ts in self.categories.values() for t in ts} - set(self.task_names))
+    if unknown:
+      raise ValueError(f"{self.name}: categories name unknown tasks {unknown}")
+
+  @property
+  def task_names(self) -> tuple:
+    return tuple(t.name for t in self.tasks)
+
+  @property
+  def specs(self) -> dict[str, TaskSpec]:
+    """Every task the benchmark reads (evaluated and extra), by name."""
+    return {t.name: t for t in (*self.tasks, *self.extra_tasks)}
+
+  def task(self, name: str) -> TaskSpec:
+    """The spec of `name`; ConfigError naming the benchmark's tasks if there is none."""
+    specs = self.specs
+    if name not in specs:
+      raise errors.ConfigError(f"unknown {self.name.upper()} task {name!r}; valid tasks: {', '.join(specs)}")
+    return specs[name]
+
+  def where(self, **facts) -> tuple:
+    """Names of the evaluated tasks whose spec has these attribute values, e.g. `where(kind="span_qa")`."""
+    return tuple(t.name for t in self.tasks if all(getattr(t, k) == v for k, v in facts.items()))
