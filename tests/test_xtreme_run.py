@@ -105,6 +105,40 @@ def test_quickstart_runs_the_whole_benchmark(quickstart):
   assert json.loads((run_dir / "run_config.json").read_text())["mode"] == "xtreme"
 
 
+PIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pins", "xtreme_quickstart.json")
+
+
+def _pinned(run_dir, capsys) -> dict:
+  """What the pin holds of a quickstart run: a digest of every submission file, scores.json, the score table."""
+  import hashlib
+  root = run_dir / "submission"
+  files = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+           for p in sorted(root.rglob("*")) if p.is_file()}
+  capsys.readouterr()
+  assert cli.main(["score", "--predictions", str(root), "--labels", paths.sample_xtreme_labels_dir(),
+                   "--out", str(run_dir / "pin-scores.json")]) == 0
+  table = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(("wrote ", "scoring "))]
+  return {"submission": files, "scores": json.loads((run_dir / "scores.json").read_text()), "score_table": table}
+
+
+@pytest.mark.slow
+def test_quickstart_outputs_are_pinned(quickstart, capsys):
+  """Predictions, scores and `xtreme-jax score` output of the quickstart, pinned before the task-registry move
+  (tests/pins/xtreme_quickstart.json). A change that alters them on purpose regenerates the pin with
+  XTREME_JAX_UPDATE_PINS=1 and says why in its commit."""
+  got = _pinned(quickstart[0], capsys)
+  if os.environ.get("XTREME_JAX_UPDATE_PINS") == "1":
+    os.makedirs(os.path.dirname(PIN), exist_ok=True)
+    with open(PIN, "w", encoding="utf-8") as f:
+      json.dump(got, f, indent=1, sort_keys=True)
+      f.write("\n")
+  with open(PIN, encoding="utf-8") as f:
+    pinned = json.load(f)
+  assert got["score_table"] == pinned["score_table"]
+  assert got["scores"] == pinned["scores"]
+  assert got["submission"] == pinned["submission"]
+
+
 @pytest.mark.slow
 def test_quickstart_learns(quickstart):
   """The tiny model fits its training data: the loss halves, XNLI / PAWS-X reach >= 90% training accuracy,
