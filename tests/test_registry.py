@@ -5,13 +5,13 @@ import pytest
 from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers, xtreme_tfds
 from xtreme_jax.evaluation import metrics, scorer
-from xtreme_jax.registry import BENCHMARKS, XTREME, BenchmarkSpec, TaskSpec
+from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec, TaskSpec
 from xtreme_jax.runs import xtreme as xtreme_run
 
 
 def test_xtreme_spec_facts():
   assert XTREME.task_names == ("xnli", "pawsx", "udpos", "panx", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")
-  assert BENCHMARKS == {"xtreme": XTREME} and set(XTREME.specs) == set(XTREME.task_names) | {"squad"}
+  assert BENCHMARKS == {"xtreme": XTREME, "xglue": XGLUE} and set(XTREME.specs) == set(XTREME.task_names) | {"squad"}
   xnli = XTREME.task("xnli")
   assert len(xnli.test_languages) == 15 and xnli.languages["train"] == ("en",) and xnli.fine_tuned
   assert XTREME.task("udpos").languages["train"] == tuple(
@@ -45,3 +45,16 @@ def test_benchmark_spec_checks_its_tasks():
     BenchmarkSpec(name="b", tasks=(task, task))
   with pytest.raises(ValueError, match=r"categories name unknown tasks \['z'\]"):
     BenchmarkSpec(name="b", tasks=(task,), categories={"c": ("a", "z")})
+
+
+def test_xglue_spec_facts():
+  assert XGLUE.task_names == ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM")
+  assert XGLUE.categories == {"understanding": XGLUE.task_names} and XGLUE.scale == 1.0
+  assert XGLUE.task("POS").test_languages[0] == "pl" and len(XGLUE.task("POS").test_languages) == 18
+  assert XGLUE.task("XNLI").test_languages == XTREME.task("xnli").test_languages
+  assert XGLUE.task("PAWSX").file("dev", "de") == "PAWSX/de/dev_2k.tsv"
+  assert XGLUE.task("PAWSX").file("train", "en") == "PAWSX/en/train.tsv"
+  assert XGLUE.task("MLQA").file("test", "ar") == "MLQA/MLQA_V1/test/test-context-ar-question-ar.json"
+  assert len(XGLUE.task("NC").labels) == 10 and XGLUE.task("WPR").kind == "ranking"
+  with pytest.raises(errors.ConfigError, match="unknown XGLUE task 'ner'; valid tasks: NER, POS"):
+    XGLUE.task("ner")

@@ -15,9 +15,10 @@ commands:
   import-hf SRC OUT [--scan_layers]           Hugging Face checkpoint (dir or hub id) -> orbax checkpoint
   export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
                                               (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
-  score --predictions DIR --labels DIR [--out FILE] [--tasks T,...]
+  score --predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] [--split dev|test]
                                               leaderboard scores of a submission folder
-                                              (default --out: <parent>/scores-<name>.json)
+                                              (default --out: <parent>/scores-<name>.json;
+                                              xglue: as the official xglue_evaluate.py)
 
 A user error (bad data, bad binding, missing file) prints one line and exits 2;
 add --debug (or set XTREME_JAX_DEBUG=1) to see the traceback.

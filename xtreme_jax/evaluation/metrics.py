@@ -104,8 +104,9 @@ def _check_sentences(predictions: Sequence[Sequence[str]], labels: Sequence[Sequ
       raise ValueError(f"sentence {i}: {len(p)} predicted tags but {len(g)} gold tags")
 
 
-def chunk_prf(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict[str, float]:
-  """Micro precision / recall / F1 x100 over the chunk sets of all sentences (seqeval 0.0.x)."""
+def chunk_scores(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict[str, float]:
+  """Micro precision / recall / F1 on 0-1 over the chunk sets of all sentences, as seqeval 0.0.x's
+  `precision_score` / `recall_score` / `f1_score` compute them."""
   _check_sentences(predictions, labels)
   gold = set(get_chunks(labels))
   pred = set(get_chunks(predictions))
@@ -113,7 +114,12 @@ def chunk_prf(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[st
   p = correct / len(pred) if pred else 0
   r = correct / len(gold) if gold else 0
   f1 = 2 * p * r / (p + r) if p + r > 0 else 0
-  return {"f1": f1 * 100, "precision": p * 100, "recall": r * 100}
+  return {"f1": f1, "precision": p, "recall": r}
+
+
+def chunk_prf(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict[str, float]:
+  """Micro precision / recall / F1 x100 over the chunk sets of all sentences (seqeval 0.0.x)."""
+  return {k: v * 100 for k, v in chunk_scores(predictions, labels).items()}
 
 
 def entity_f1(predictions: Sequence[Sequence[str]], labels: Sequence[Sequence[str]]) -> dict[str, float]:

@@ -372,12 +372,20 @@ def default_out(pred_dir: str) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """`xtreme-jax score`: print the table, write the JSON (default: `default_out`); user errors raise."""
   parser = errors.ArgumentParser(prog="xtreme-jax score", description=__doc__.splitlines()[0])
-  parser.add_argument("--predictions", required=True, help="submission folder <dir>/<task>/test-<lg>.*")
-  parser.add_argument("--labels", required=True, help="labels folder in the same layout")
+  parser.add_argument("--benchmark", default="xtreme", choices=("xtreme", "xglue"),
+                      help="xtreme (default) or xglue (the official xglue_evaluate.py layout and 0-1 scale)")
+  parser.add_argument("--predictions", required=True,
+                      help="submission folder: xtreme <dir>/<task>/test-<lg>.*, xglue <dir>/<TASK>/<lg>.prediction")
+  parser.add_argument("--labels", required=True, help="xtreme: labels folder in the same layout; "
+                                                      "xglue: the xglue_full_dataset folder")
+  parser.add_argument("--split", default="test", choices=("dev", "test"), help="xglue: the split scored")
   parser.add_argument("--out", help="results JSON (default: <parent>/scores-<name>.json beside the "
                                     "submission folder <parent>/<name>)")
   parser.add_argument("--tasks", help="comma-separated tasks to score (default: every task in both folders)")
   args = parser.parse_args(argv)
+  if args.benchmark == "xglue":
+    from xtreme_jax.evaluation import xglue_scorer
+    return xglue_scorer.run(args)
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
   out = args.out or default_out(args.predictions)
   results = score_submission(args.predictions, args.labels, tasks=tasks)

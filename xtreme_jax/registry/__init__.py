@@ -1,12 +1,16 @@
 """The task registry: every benchmark's tasks as frozen specs (see `spec`), the single source of truth.
 
-    from xtreme_jax.registry import XTREME
+    from xtreme_jax.registry import XGLUE, XTREME
     XTREME.task("xnli").test_languages
+    XGLUE.task("WPR").file("dev", "de")   # 'WPR/xglue.wpr.de.dev'
+
+A benchmark's task names are its own (XGLUE's are upper case, as its folders).
 """
 
 from xtreme_jax.registry.spec import BenchmarkSpec, TaskSpec
+from xtreme_jax.registry.xglue import XGLUE
 from xtreme_jax.registry.xtreme import XTREME
 
-BENCHMARKS = {"xtreme": XTREME}
+BENCHMARKS = {"xtreme": XTREME, "xglue": XGLUE}
 
-__all__ = ["BENCHMARKS", "BenchmarkSpec", "TaskSpec", "XTREME"]
+__all__ = ["BENCHMARKS", "BenchmarkSpec", "TaskSpec", "XGLUE", "XTREME"]

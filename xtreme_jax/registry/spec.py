@@ -42,6 +42,9 @@ class TaskSpec:
     exist; `pseudo_test`: the English test set machine-translated into other
     languages exists.
   tfds_builder: the TFDS builder holding the same data (None: none).
+  files: split (`*`: any) -> the path of a split's file under the dataset
+    root, `{lg}` and `{split}` filled in (benchmarks whose readers take their
+    layout from the spec).
   """
 
   name: str
@@ -60,6 +63,14 @@ class TaskSpec:
   translate_test: bool = False
   pseudo_test: bool = False
   tfds_builder: Optional[str] = None
+  files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+  def file(self, split: str, language: str) -> str:
+    """The path of (split, language) under the dataset root (`files`)."""
+    template = self.files.get(split, self.files.get("*"))
+    if template is None:
+      raise errors.ConfigError(f"{self.benchmark} {self.name} has no file layout for split {split!r}")
+    return template.format(lg=language, split=split)
 
   @property
   def test_languages(self) -> tuple:

@@ -1,0 +1,59 @@
+"""XGLUE (Liang et al., 2020): its nine understanding tasks over the official `xglue_full_dataset` layout.
+
+Test languages are listed in the order of the official scorer
+(`evaluation/xglue_evaluate.py` in microsoft/XGLUE, `task2lg`), which is the
+order its per-task averages are summed in. Task names are the official ones
+(folder names of the dataset and of a submission). `files` are the layout's
+paths under the dataset root, `{lg}` / `{split}` filled in (`*`: any split).
+Generation (QG, NTG) comes with the generation work.
+"""
+
+from __future__ import annotations
+
+from xtreme_jax.registry.spec import BenchmarkSpec, TaskSpec
+from xtreme_jax.registry.xtreme import PAWSX_LABELS, UPOS_TAGS, XNLI_LABELS, XNLI_LANGS
+
+NER_TAGS = ("B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER", "O")  # CoNLL, IOB2
+NC_LABELS = ("autos", "entertainment", "finance", "foodanddrink", "health", "lifestyle", "news", "sports",
+             "travel", "video")
+QADSM_LABELS = ("Bad", "Good")
+QAM_LABELS = ("0", "1")
+WPR_LABELS = ("0", "1", "2", "3", "4")  # relevance ratings
+
+EN = ("en",)
+
+
+def _task(name: str, test: str, kind: str, files: dict, **facts) -> TaskSpec:
+  langs = tuple(test.split())
+  return TaskSpec(name=name, benchmark="xglue", languages={"train": EN, "dev": langs, "test": langs}, kind=kind,
+                  category="understanding", files=files, **facts)
+
+
+NER = _task("NER", "de en es nl", "tagging", {"*": "NER/{lg}.{split}"}, labels=NER_TAGS, score="f1",
+            train=("NER", "en", "train"), model="NER")
+POS = _task("POS", "pl ar ru bg de el en es fr hi it nl pt th tr ur vi zh", "tagging", {"*": "POS/{lg}.{split}"},
+            labels=UPOS_TAGS, score="precision", train=("POS", "en", "train"), model="POS")
+NC = _task("NC", "de en es fr ru", "pair_classification", {"*": "NC/xglue.nc.{lg}.{split}"}, labels=NC_LABELS,
+           train=("NC", "en", "train"), model="NC")
+MLQA = _task("MLQA", "ar de en es hi vi zh", "span_qa",
+             {"train": "SQuAD/train-v1.1.json", "*": "MLQA/MLQA_V1/{split}/{split}-context-{lg}-question-{lg}.json"},
+             score="f1", train=("MLQA", "en", "train"), model="MLQA", prediction_suffix="json", by_position=False)
+XNLI = TaskSpec(name="XNLI", benchmark="xglue", languages={"train": EN, "dev": XNLI_LANGS, "test": XNLI_LANGS},
+                kind="pair_classification", category="understanding", labels=XNLI_LABELS,
+                train=("XNLI", "en", "train"), model="XNLI",
+                files={"train": "XNLI/multinli.train.en.tsv", "*": "XNLI/{lg}.{split}"})
+PAWSX = _task("PAWSX", "de en es fr", "pair_classification",
+              {"train": "PAWSX/en/train.tsv", "*": "PAWSX/{lg}/{split}_2k.tsv"}, labels=PAWSX_LABELS,
+              train=("PAWSX", "en", "train"), model="PAWSX")
+QADSM = _task("QADSM", "de en fr", "pair_classification", {"*": "QADSM/xglue.qadsm.{lg}.{split}"},
+              labels=QADSM_LABELS, train=("QADSM", "en", "train"), model="QADSM")
+WPR = _task("WPR", "de en es fr it pt zh", "ranking", {"*": "WPR/xglue.wpr.{lg}.{split}"}, labels=WPR_LABELS,
+            score="ndcg", train=("WPR", "en", "train"), model="WPR")
+QAM = _task("QAM", "de en fr", "pair_classification", {"*": "QAM/xglue.qam.{lg}.{split}"}, labels=QAM_LABELS,
+            train=("QAM", "en", "train"), model="QAM")
+
+XGLUE = BenchmarkSpec(
+    name="xglue",
+    tasks=(NER, POS, NC, MLQA, XNLI, PAWSX, QADSM, WPR, QAM),
+    categories={"understanding": ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM")},
+    scale=1.0)
