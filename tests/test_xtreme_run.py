@@ -25,7 +25,8 @@ from xtreme_jax import atomic, cli, errors, fs, main
 from xtreme_jax.data import paths, xtreme_readers
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.runs import xtreme
+from xtreme_jax.registry import XTREME
+from xtreme_jax.runs import task_kinds, xtreme
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 
@@ -267,11 +268,12 @@ def test_selection_criterion_per_setting_and_task(tmp_path):
 
 def test_dev_scores_are_what_the_official_scripts_select_on(tmp_path, monkeypatch):
   """Accuracy for classification; seqeval chunk F1 for tagging (udpos: raw UPOS as chunks, not token accuracy)."""
-  assert xtreme.dev_score("xnli", [{"label": "neutral"}, {"label": "entailment"}], ["neutral", "neutral"]) == 50
+  dev_score = lambda task, *a: task_kinds.of(XTREME.task(task)).dev_score(*a)  # noqa: E731
+  assert dev_score("xnli", [{"label": "neutral"}, {"label": "entailment"}], ["neutral", "neutral"]) == 50
   gold = [{"tags": ["B-PER", "I-PER", "O", "B-LOC"]}]
-  assert xtreme.dev_score("panx", gold, [["B-PER", "I-PER", "O", "O"]]) == pytest.approx(100 * 2 / 3)  # P 1, R 1/2
+  assert dev_score("panx", gold, [["B-PER", "I-PER", "O", "O"]]) == pytest.approx(100 * 2 / 3)  # P 1, R 1/2
   pos = [{"tags": ["NOUN", "NOUN", "VERB"]}]
-  assert xtreme.dev_score("udpos", pos, [["NOUN", "VERB", "VERB"]]) == 0  # no chunk right; token accuracy 66.7
+  assert dev_score("udpos", pos, [["NOUN", "VERB", "VERB"]]) == 0  # no chunk right; token accuracy 66.7
   # The evaluator: one score per dev language and their mean, under the Trainer's select_metric.
   runner = _runner(tmp_path, TINY, xnli=xtreme.TaskSettings(selection="mean_dev"))
   monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners: (
@@ -307,9 +309,9 @@ def test_the_best_dev_step_predicts_the_test_sets(tmp_path, monkeypatch):
   jax.tree_util.tree_map(np.testing.assert_array_equal, jax.tree_util.tree_map(np.asarray, params), seen[1])
   assert not np.array_equal(jax.tree_util.tree_leaves(seen[1])[0], jax.tree_util.tree_leaves(seen[2])[0])
   examples = runner.read("xnli", "de", "test")
-  features, owners = xtreme._features(xtreme.RECIPES["xnli"], examples, runner.vocab, recipe, training=False)
-  best = runner._decode(xtreme.RECIPES["xnli"], recipe, trainer, trainer.place_params(seen[1]), examples, features,
-                        owners)
+  spec = XTREME.task("xnli")
+  features, owners = task_kinds.of(spec).features(spec, examples, runner.vocab, recipe, training=False)
+  best = runner._decode(spec, recipe, trainer, trainer.place_params(seen[1]), examples, features, owners)
   assert open(path).read() == "".join(f"{label}\n" for label in best)
   entry = runner.run_entry("xnli")
   assert (entry["criterion"], entry["selected_step"], entry["train_steps"]) == ("en dev accuracy", 2, 3)
@@ -611,22 +613,24 @@ def test_loss_history_is_bucketed_beyond_its_budget():
 
 
 def test_training_accuracy_per_task_kind():
-  cls, tag, qa = xtreme.RECIPES["xnli"], xtreme.RECIPES["udpos"], xtreme.RECIPES["xquad"]
-  assert xtreme.train_accuracy(cls, [{"label": "neutral"}, {"label": "entailment"}], ["neutral", "neutral"]) == 50
-  assert xtreme.train_accuracy(tag, [{"tags": ["NOUN", "VERB"]}, {"tags": ["X"]}], [["NOUN", "X"], ["X"]]) == (
+  cls, tag, qa = (task_kinds.of(XTREME.task(t)) for t in ("xnli", "udpos", "xquad"))
+  assert cls.train_accuracy([{"label": "neutral"}, {"label": "entailment"}], ["neutral", "neutral"]) == 50
+  assert tag.train_accuracy([{"tags": ["NOUN", "VERB"]}, {"tags": ["X"]}], [["NOUN", "X"], ["X"]]) == (
       pytest.approx(200 / 3))
   questions = [{"id": "a", "answers": {"text": ["the Cat", "dog"]}}, {"id": "b", "answers": {"text": ["x"]}},
                {"id": "c", "answers": {"text": ["y"]}}]
-  assert xtreme.train_accuracy(qa, questions, {"a": "cat", "b": "z"}) == 50  # c has no window: not counted
+  assert qa.train_accuracy(questions, {"a": "cat", "b": "z"}) == 50  # c has no window: not counted
+  assert isinstance(task_kinds.of(XTREME.task("pawsx")), task_kinds.PairClassification)
+  with pytest.raises(errors.ConfigError, match="xtreme tatoeba: kind 'similarity_search' is not fine-tuned"):
+    task_kinds.of(XTREME.task("tatoeba"))
 
 
 # -- QA answers, translate-test ids -------------------------------------------------------------
 
-def test_questions_without_an_answer_are_counted_and_warned(tmp_path, caplog):
-  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), None, paths.sample_vocab(), None,
-                               xtreme.FinetuneSettings(), None)
+def test_questions_without_an_answer_are_counted_and_warned(caplog):
+  qa = task_kinds.of(XTREME.task("xquad"))
   with caplog.at_level(logging.WARNING):
-    text = runner._answers_json("xquad", "de", [{"id": "a"}, {"id": "b"}, {"id": "c"}], {"a": "Paris", "b": ""})
+    text = qa.submission_text({"a": "Paris", "b": ""}, [{"id": "a"}, {"id": "b"}, {"id": "c"}], "xquad de")
   assert json.loads(text) == {"a": "Paris", "b": "", "c": ""}  # the scorer counts the empty ones as `invalid`
   assert "xquad de: 2 of 3 questions got no answer span (written as empty answers)" in caplog.text
 

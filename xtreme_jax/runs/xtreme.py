@@ -118,20 +118,15 @@ from tqdm.auto import tqdm
 from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translations as translations
 from xtreme_jax.data.classification_source import encode_pair
-from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.sources import FeatureListSource
-from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
 from xtreme_jax.data.vocabularies import load_vocabulary
 from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import metrics, retrieval
-from xtreme_jax.evaluation.span_decoding import best_spans
-from xtreme_jax.models.classification import ClassificationModel
-from xtreme_jax.models.qa import QaModel
-from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import XTREME
+from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
@@ -140,21 +135,9 @@ from xtreme_jax.training import validation as v
 from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskRecipe:
-  kind: str                      # classification | tagging | qa | bucc | tatoeba
-  train: Optional[tuple] = None  # (reader task, language, split) of the English training data
-  labels: tuple = ()
-  model_name: str = ""           # zero-shot model directory and settings key; tasks sharing training data share both
-
-
-# The runner's handler family of each registry kind.
-_HANDLER = {"pair_classification": "classification", "tagging": "tagging", "span_qa": "qa",
-            "bitext_mining": "bucc", "similarity_search": "tatoeba"}
-RECIPES = {t.name: TaskRecipe(_HANDLER[t.kind], t.train, t.labels, t.model or "") for t in XTREME.tasks}
 TASKS = XTREME.task_names
-RETRIEVAL_TASKS = tuple(t for t, r in RECIPES.items() if r.kind in ("bucc", "tatoeba"))
-FINETUNED = tuple(dict.fromkeys(r.model_name for r in RECIPES.values() if r.model_name))  # settings keys
+RETRIEVAL_TASKS = tuple(t.name for t in XTREME.tasks if not t.fine_tuned)
+FINETUNED = tuple(dict.fromkeys(t.model for t in XTREME.tasks if t.fine_tuned))  # settings keys
 IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
 TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
 SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_multi") + TRANSLATION_SETTINGS
@@ -164,8 +147,6 @@ TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
 TRANSLATION_KINDS = translations.KINDS
 SELECTIONS = ("english_dev", "mean_dev", "final")
 HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, mean loss] points
-# Checkpoint selection per task kind: (the evaluator's metric key, its name in the criterion).
-SELECTION_METRICS = {"classification": ("dev_accuracy", "accuracy"), "tagging": ("dev_f1", "F1")}
 
 
 def outputs(setting: str) -> dict[str, str]:
@@ -334,91 +315,6 @@ def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[
   return found
 
 
-# -- features ----------------------------------------------------------------
-
-def classification_features(examples, vocab, recipe, seq_len, training):
-  index = {label: i for i, label in enumerate(recipe.labels)}
-  out = []
-  for ex in examples:
-    f = encode_pair(vocab, [ex["text_a"], ex["text_b"]], seq_len)
-    if training and ex["label"] not in index:
-      raise errors.DataError(f"example {ex['id']}: label {ex['label']!r} is not one of {list(recipe.labels)}")
-    f["labels"] = np.asarray(index[ex["label"]] if training else 0, np.int32)
-    f["example_weights"] = np.asarray(1.0, np.float32)
-    out.append(f)
-  return out
-
-
-def tagging_features(examples, vocab, recipe, settings, training):
-  label_map = {t: i for i, t in enumerate(recipe.labels)}
-  context = settings.tagging_context if settings.tagging_context is not None else settings.seq_len // 2
-  windows, owners = [], []
-  for i, ex in enumerate(examples):
-    tags = ex["tags"] if training else None
-    for w in tagging_windows(ex["tokens"], vocab, settings.seq_len, context, tags, label_map):
-      windows.append(w)
-      owners.append(i)
-  return windows, owners
-
-
-def qa_features(examples, vocab, settings, training):
-  windows, owners = [], []
-  for i, ex in enumerate(examples):
-    for w in qa_windows(ex, vocab, settings.seq_len, settings.doc_stride, settings.max_query_len, training):
-      w["example_weights"] = np.asarray(1.0, np.float32)
-      windows.append(w)
-      owners.append(i)
-  return windows, owners
-
-
-MODEL_KEYS = {
-    "classification": ("input_ids", "input_mask", "token_type_ids", "labels", "example_weights"),
-    "tagging": ("input_ids", "input_mask", "token_type_ids", "labels", "label_weights"),
-    "qa": ("input_ids", "input_mask", "token_type_ids", "start_positions", "end_positions", "example_weights"),
-}
-QA_PREDICT_KEYS = ("input_ids", "input_mask", "token_type_ids", "example_weights")
-
-
-def _model(recipe: TaskRecipe, config: TransformerConfig):
-  if recipe.kind == "classification":
-    head = "roberta" if config.position_style == "roberta" else "pooler"
-    return ClassificationModel(config, len(recipe.labels), head)
-  if recipe.kind == "tagging":
-    return TaggingModel(config, len(recipe.labels))
-  return QaModel(config)
-
-
-def _features(recipe, examples, vocab, settings: TaskSettings, training: bool) -> tuple[list, list]:
-  """(model windows, index of the example each window belongs to)."""
-  if recipe.kind == "classification":
-    return classification_features(examples, vocab, recipe, settings.seq_len, training), list(range(len(examples)))
-  if recipe.kind == "tagging":
-    return tagging_features(examples, vocab, recipe, settings, training)
-  return qa_features(examples, vocab, settings, training)
-
-
-def train_accuracy(recipe: TaskRecipe, examples: Sequence[dict], predicted) -> float:
-  """Accuracy x100 of predictions on training examples: labels (classification), words (tagging), or
-  SQuAD exact match over the questions that have a prediction (QA, `predicted` = {id: answer})."""
-  if recipe.kind == "classification":
-    return metrics.accuracy(predicted, [ex["label"] for ex in examples])
-  if recipe.kind == "tagging":
-    return metrics.pos_token_accuracy(predicted, [ex["tags"] for ex in examples])
-  answered = [ex for ex in examples if ex["id"] in predicted]
-  hits = sum(max(metrics.qa_exact_match(predicted[ex["id"]], gold) for gold in ex["answers"]["text"])
-             for ex in answered)
-  return 100.0 * hits / max(1, len(answered))
-
-
-def dev_score(task: str, examples: Sequence[dict], predicted: Sequence) -> float:
-  """The dev score x100 the official scripts select checkpoints on: accuracy (classification) or seqeval-0.0.x
-  chunk F1 (tagging: entity F1 for panx, the leaderboard F1 for udpos, as `run_tag.py` computes both)."""
-  if RECIPES[task].kind == "classification":
-    return metrics.accuracy(predicted, [ex["label"] for ex in examples])
-  f1 = metrics.entity_f1 if task == "panx" else metrics.pos_leaderboard_f1
-  return f1(predicted, [ex["tags"] for ex in examples])["f1"]
-
-
 def selected(model: Mapping) -> tuple[str, int]:
   """(criterion, step) of the parameters a finished model (`XtremeRunner.finished_model`) predicts with."""
   selection, best = model["config"].get("selection"), model["summary"].get("best")
@@ -551,7 +447,7 @@ class XtremeRunner:
     return self._records[directory]
 
   def prediction_path(self, task: str, language: str, directory: Optional[str] = None) -> str:
-    suffix = "json" if RECIPES[task].kind == "qa" else "tsv"
+    suffix = XTREME.task(task).prediction_suffix
     return os.path.join(directory or self.submission, task, f"test-{language}.{suffix}")
 
   def _write_prediction(self, task: str, language: str, split: str, text: str,
@@ -575,22 +471,22 @@ class XtremeRunner:
     English + every translation on disk; translate_test: English (the zero-shot
     model). Tasks without translations stay zero-shot.
     """
-    recipe, setting = RECIPES[task], self.settings.setting
+    spec, setting = XTREME.task(task), self.settings.setting
     if setting in TRANSLATION_SETTINGS:
       src = TRANSLATE_TRAIN_SOURCE.get(task)
       if setting == "translate_test" or src is None:
-        return recipe.model_name, (recipe.train,), None
+        return spec.model, (spec.train,), None
       if setting == "translate_train_all":
         langs = [lg for lg in translations.languages(src, "translate_train")
                  if self.available(src, lg, "translate_train")]
-        return (f"{recipe.model_name}_translate_train_all",
-                (recipe.train,) + tuple((src, lg, "translate_train") for lg in langs), None)
+        return (f"{spec.model}_translate_train_all",
+                (spec.train,) + tuple((src, lg, "translate_train") for lg in langs), None)
       if language not in translations.languages(task, "translate_train"):
-        return recipe.model_name, (recipe.train,), None
-      return (f"{recipe.model_name}_translate_train_{language}",
-              (recipe.train, (src, language, "translate_train")), None)
+        return spec.model, (spec.train,), None
+      return (f"{spec.model}_translate_train_{language}",
+              (spec.train, (src, language, "translate_train")), None)
     if setting == "zero_shot" or task not in IN_LANGUAGE_TASKS:
-      return recipe.model_name, (recipe.train,), None
+      return spec.model, (spec.train,), None
     train_langs = readers.TASKS[task].languages["train"]
     if setting == "in_language_multi":
       return f"{task}_all", tuple((task, lg, "train") for lg in train_langs
@@ -635,15 +531,16 @@ class XtremeRunner:
   def selection(self, task: str) -> Optional[dict]:
     """How `task`'s models choose the parameters that predict: {"criterion", "metric" (the evaluator's key),
     "dev": ((task, language, "dev"), ...)}; None for the final model (`final`, QA, no dev data on disk)."""
-    recipe, s = RECIPES[task], self.settings.recipe(RECIPES[task].model_name)
-    if s.selection == "final" or recipe.kind not in SELECTION_METRICS:
+    spec = XTREME.task(task)
+    kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
+    if s.selection == "final" or kind.selection is None:
       return None
     dev = readers.TASKS[task].languages.get("dev", ())
     wanted = ("en",) if s.selection == "english_dev" else dev
     langs = [lg for lg in wanted if lg in dev and self.available(task, lg, "dev")]
     if not langs:
       return None
-    metric, name = SELECTION_METRICS[recipe.kind]
+    metric, name = kind.selection
     criterion = (f"en dev {name}" if s.selection == "english_dev"
                  else f"mean dev {name} over {len(langs)} language" + "s" * (len(langs) > 1))
     return {"criterion": criterion, "metric": metric, "dev": tuple((task, lg, "dev") for lg in langs)}
@@ -654,10 +551,11 @@ class XtremeRunner:
     The optimizer is a top-level key, as in `runs/train.py`, so that
     RESUME_OVERRIDES ({"optimizer": {...}}) address it the same way.
     """
-    recipe = RECIPES[task]
-    s = self.settings.recipe(recipe.model_name)
+    task_spec = XTREME.task(task)
+    s = self.settings.recipe(task_spec.model)
     settings = {k: v for k, v in describe(s).items() if k != "optimizer"}
-    spec = {"mode": "xtreme-finetune", "model": describe(_model(recipe, self.config)), "train": sources,
+    spec = {"mode": "xtreme-finetune", "model": describe(task_kinds.of(task_spec).model(task_spec, self.config)),
+            "train": sources,
             "limit": limit, "settings": {**settings, "seed": self.settings.seed}, "optimizer": describe(s.optimizer),
             "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
             "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
@@ -688,7 +586,7 @@ class XtremeRunner:
   def finetuned(self, task: str, language: str):
     """(trainer, params) of the model `task` uses for `language` (one model in memory at a time)."""
     name, sources, limit = self.training_set(task, language)
-    self.models.setdefault(name, RECIPES[task].model_name)
+    self.models.setdefault(name, XTREME.task(task).model)
     if self._model_in_memory[0] != name:
       self._model_in_memory = (None, None)  # free the previous model first
       self._model_in_memory = (name, self._finetune(task, name, sources, limit))
@@ -697,16 +595,15 @@ class XtremeRunner:
   def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
     """Train (or resume, or reload when finished) `name` in its own run directory; (trainer, the parameters
     `selection` chose: the best on dev, or the final ones)."""
-    recipe = RECIPES[task]
-    s = self.settings.recipe(recipe.model_name)
+    spec = XTREME.task(task)
+    kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
     examples = [ex for src in sources for ex in self.read(*src)[:limit]]
-    features, owners = _features(recipe, examples, self.vocab, s, training=True)
-    source = FeatureListSource(features, s.batch_size, self.settings.seed,
-                               weight_keys=("label_weights",) if recipe.kind == "tagging" else ("example_weights",),
-                               model_keys=MODEL_KEYS[recipe.kind])
+    features, owners = kind.features(spec, examples, self.vocab, s, training=True)
+    source = FeatureListSource(features, s.batch_size, self.settings.seed, weight_keys=(kind.weight_key,),
+                               model_keys=kind.model_keys)
     steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
     selection = self.selection(task)
-    if selection is None and s.selection != "final" and recipe.kind in SELECTION_METRICS:
+    if selection is None and s.selection != "final" and kind.selection is not None:
       logging.warning("%s: no dev data for the %s selection; the final model predicts", name, s.selection)
     config = TrainerConfig(train_steps=steps, accum_steps=s.accum_steps, log_every=min(self.settings.log_every, steps),
                            checkpoint_every=steps, keep_checkpoints=1, seed=self.settings.seed,
@@ -714,10 +611,10 @@ class XtremeRunner:
                            select_metric=selection["metric"] if selection else None)
     dev = self._dev_sets(task, s, selection) if selection else None  # all data is read before training starts
     run_dir = self.model_dir(name)
-    spec = {**self.model_spec(task, name, sources, limit), "steps": steps}
-    with RunDirectory(run_dir, spec, overrides=self._overrides(name)) as claim:
+    fingerprint = {**self.model_spec(task, name, sources, limit), "steps": steps}
+    with RunDirectory(run_dir, fingerprint, overrides=self._overrides(name)) as claim:
       claim.check()
-      trainer = Trainer(_model(recipe, self.config), apply_overrides(claim, s.optimizer), config, self.partition,
+      trainer = Trainer(kind.model(spec, self.config), apply_overrides(claim, s.optimizer), config, self.partition,
                         run_dir, run_directory=claim)
       evaluator = functools.partial(self.dev_scores, task, s, trainer, selection["metric"], dev) if dev else None
       _say(f"fine-tuning {name}: {len(examples)} examples ({len(features)} windows), {steps} steps"
@@ -725,7 +622,7 @@ class XtremeRunner:
       logging.info("fine-tuning %s on %s", name, sources)
       try:
         state, summary = trainer.fit(source, None, pretrained_loader(self.init_checkpoint, self.config), evaluator)
-        self._measure_train_accuracy(recipe, s, name, summary, trainer, state.params, examples, features, owners)
+        self._measure_train_accuracy(spec, s, name, summary, trainer, state.params, examples, features, owners)
         best = trainer.restore_best_params() if selection else None
       finally:
         trainer.close()
@@ -749,20 +646,22 @@ class XtremeRunner:
     dev = []
     for _, lg, split in selection["dev"]:
       examples = self.read(task, lg, split)
-      dev.append((lg, examples, *_features(RECIPES[task], examples, self.vocab, s, training=False)))
+      spec = XTREME.task(task)
+      dev.append((lg, examples, *task_kinds.of(spec).features(spec, examples, self.vocab, s, training=False)))
     return dev
 
   def dev_scores(self, task: str, s: TaskSettings, trainer: Trainer, metric: str, dev: Sequence[tuple],
                  params: Any) -> dict[str, float]:
     """The `Trainer.fit` evaluator (`params` bound last): {metric: the mean dev score, metric/<lg>: each
     language's (when several)}, predicted with the step the test predictions use (compiled once)."""
-    recipe = RECIPES[task]
-    scores = {lg: dev_score(task, examples, self._decode(recipe, s, trainer, params, examples, features, owners))
+    spec = XTREME.task(task)
+    kind = task_kinds.of(spec)
+    scores = {lg: kind.dev_score(examples, self._decode(spec, s, trainer, params, examples, features, owners))
               for lg, examples, features, owners in dev}
     each = {f"{metric}/{lg}": value for lg, value in scores.items()} if len(scores) > 1 else {}
     return {**each, metric: sum(scores.values()) / len(scores)}
 
-  def _measure_train_accuracy(self, recipe, s, name, summary, trainer, params, examples, features, owners) -> None:
+  def _measure_train_accuracy(self, spec, s, name, summary, trainer, params, examples, features, owners) -> None:
     """Predict the first `train_accuracy_examples` training examples once; saved beside the model."""
     n = len(examples) if self.settings.train_accuracy_examples is None else self.settings.train_accuracy_examples
     keep = [k for k, owner in enumerate(owners) if owner < n]
@@ -771,11 +670,11 @@ class XtremeRunner:
     if not keep or model is None or (_read_json(path) or {}).get("model") == model["identity"]:
       return  # nothing to predict, or measured when this model was trained
     subset = examples[:n]
-    predicted = self._decode(recipe, s, trainer, params, subset, [features[k] for k in keep],
+    predicted = self._decode(spec, s, trainer, params, subset, [features[k] for k in keep],
                              [owners[k] for k in keep])
     if jax.process_index() == 0:
       atomic.write_json(path, {"model": model["identity"], "examples": len(subset),
-                               "train_accuracy": train_accuracy(recipe, subset, predicted)})
+                               "train_accuracy": task_kinds.of(spec).train_accuracy(subset, predicted)})
 
   def run_entry(self, name: str) -> Optional[dict]:
     """runs.json's entry of model `name`: task (settings key), criterion and selected step (`selected`), steps,
@@ -806,21 +705,10 @@ class XtremeRunner:
     merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
     return jax.tree_util.tree_map(lambda x: x[: len(features)], merged)
 
-  def _decode(self, recipe, s: TaskSettings, trainer, params, examples, features, owners):
+  def _decode(self, spec, s: TaskSettings, trainer, params, examples, features, owners):
     """Per-example predictions: a label (classification), a tag list (tagging), or {id: answer} (QA)."""
-    if recipe.kind == "classification":
-      logits = self._predict(trainer, params, features, MODEL_KEYS["classification"], s.batch_size)
-      return [recipe.labels[i] for i in logits.argmax(-1)]
-    if recipe.kind == "tagging":
-      predicted = self._predict(trainer, params, features, MODEL_KEYS["tagging"], s.batch_size).argmax(-1)
-      windows: dict[int, list[int]] = {}
-      for k, owner in enumerate(owners):
-        windows.setdefault(owner, []).append(k)
-      return [[recipe.labels[t] for t in merge_window_predictions(
-          [features[k] for k in windows[i]], predicted[windows[i]], len(ex["tokens"]))]
-              for i, ex in enumerate(examples)]
-    out = self._predict(trainer, params, features, QA_PREDICT_KEYS, s.batch_size)
-    return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=s.max_answer_len)
+    predict = lambda keys: self._predict(trainer, params, features, keys, s.batch_size)  # noqa: E731
+    return task_kinds.of(spec).decode(spec, s, predict, examples, features, owners)
 
   def made_by(self, task: str, language: str, split: str) -> Optional[str]:
     """Digest of everything that makes the prediction of (task, language, split): the finished model
@@ -855,7 +743,7 @@ class XtremeRunner:
     groups: dict[str, list[str]] = {}
     for lg in languages:
       name = self.training_set(task, lg)[0]
-      self.models.setdefault(name, RECIPES[task].model_name)
+      self.models.setdefault(name, XTREME.task(task).model)
       made_by = self.made_by(task, lg, self.test_split(task, lg, pseudo))
       if not self.records(directory).up_to_date(self.prediction_path(task, lg, directory), made_by):
         groups.setdefault(name, []).append(lg)
@@ -871,32 +759,19 @@ class XtremeRunner:
 
   def predict_language(self, task: str, language: str, pseudo: bool = False) -> str:
     """Predicts the test set of `language` (the translated / pseudo one where the setting says so); its path."""
-    recipe = RECIPES[task]
-    s = self.settings.recipe(recipe.model_name)
+    spec = XTREME.task(task)
+    kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
     split = self.test_split(task, language, pseudo)
     examples = self.read(task, language, split)
     trainer, params = self.finetuned(task, language)
-    features, owners = _features(recipe, examples, self.vocab, s, training=False)
-    predicted = self._decode(recipe, s, trainer, params, examples, features, owners)
-    if recipe.kind == "classification":
-      # translate_test rows are line-aligned with the original test file (checked by the reader).
-      text = "".join(f"{label}\n" for label in predicted)
-    elif recipe.kind == "tagging":
-      text = "\n".join("".join(f"{tag}\n" for tag in tags) for tags in predicted)
-    else:
-      # translate_test keeps the original question ids (`check_inputs`): map back by id, in the original order.
-      questions = self.read(task, language, "test") if split == "translate_test" else examples
-      text = self._answers_json(task, language, questions, predicted)
+    features, owners = kind.features(spec, examples, self.vocab, s, training=False)
+    predicted = self._decode(spec, s, trainer, params, examples, features, owners)
+    # translate_test rows are line-aligned with the original test file, and QA keeps the original question ids
+    # (checked by the reader, `check_inputs`): id-keyed answers are mapped back in the original order.
+    by_id = split == "translate_test" and not spec.by_position
+    questions = self.read(task, language, "test") if by_id else examples
+    text = kind.submission_text(predicted, questions, f"{task} {language}")
     return self._write_prediction(task, language, split, text, self.pseudo_submission if pseudo else None)
-
-  def _answers_json(self, task: str, language: str, questions: Sequence[dict], answers: Mapping[str, str]) -> str:
-    """The submission JSON {id: answer}; questions without an answer span are warned about (the scorer counts
-    empty answers as `invalid`)."""
-    empty = [q["id"] for q in questions if not answers.get(q["id"])]
-    if empty:
-      logging.warning("%s %s: %d of %d questions got no answer span (written as empty answers), e.g. %s",
-                      task, language, len(empty), len(questions), empty[:3])
-    return json.dumps({q["id"]: answers.get(q["id"], "") for q in questions}, ensure_ascii=False, indent=1)
 
   def pseudo_languages(self, task: str) -> list[str]:
     """Pseudo test languages of `task` found on disk (none for tasks without pseudo test sets)."""
@@ -908,7 +783,7 @@ class XtremeRunner:
     """The gold of a pseudo test set in the leaderboard labels layout (under `pseudo_labels`)."""
     examples = self.read(task, language, "pseudo_test")
     path = self.prediction_path(task, language, self.pseudo_labels)
-    if RECIPES[task].kind == "qa":
+    if XTREME.task(task).prediction_suffix == "json":  # QA: the labels hold the SQuAD JSON
       source = translations.translation_path(task, self.translations_dir, language, "pseudo_test")
       gold = json.dumps(json.loads(text.read_utf8(source)), ensure_ascii=False)  # the SQuAD JSON, as labels hold it
     else:
@@ -1072,7 +947,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
       _require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
                f"layers are 0 (embeddings) .. {config.num_layers}")
     else:
-      seq_len = runner.settings.recipe(RECIPES[task].model_name).seq_len
+      seq_len = runner.settings.recipe(XTREME.task(task).model).seq_len
     _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
              f"(max_positions={config.max_positions}); lower the task's seq_len")
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t)) for t in tasks}

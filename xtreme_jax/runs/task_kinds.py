@@ -1,0 +1,190 @@
+"""What fine-tuning does for each kind of task, looked up by the registry's `TaskSpec.kind`.
+
+One object per kind (`KINDS`): the task model it builds, the features of
+its examples (model windows and the example each window belongs to), how
+predictions are decoded back to examples, the training accuracy and the dev
+score checkpoint selection uses, and the text of a submission file. The
+benchmark runner (`runs/xtreme.py`) asks `of(spec)` instead of branching on
+a task's name or kind, so a task of a new benchmark with a known kind needs
+no runner code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from xtreme_jax import errors
+from xtreme_jax.data.classification_source import encode_pair
+from xtreme_jax.data.qa_features import qa_windows
+from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
+from xtreme_jax.evaluation import metrics
+from xtreme_jax.evaluation.span_decoding import best_spans
+from xtreme_jax.models.classification import ClassificationModel
+from xtreme_jax.models.qa import QaModel
+from xtreme_jax.models.tagging import TaggingModel
+from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.registry import TaskSpec
+
+# predict(model keys) -> the model's outputs for every window, in order
+Predict = Callable[[tuple], Any]
+
+
+class Kind:
+  """The interface; see the module docstring. `selection`: (the evaluator's metric key, its name in the
+  criterion) of the dev score, or None when this kind always keeps the final model."""
+
+  model_keys: tuple = ()
+  predict_keys: tuple = ()
+  weight_key: str = "example_weights"
+  selection: Optional[tuple] = None
+
+  def model(self, spec: TaskSpec, config: TransformerConfig):
+    raise NotImplementedError
+
+  def features(self, spec: TaskSpec, examples: Sequence[dict], vocab, settings, training: bool) -> tuple[list, list]:
+    raise NotImplementedError
+
+  def decode(self, spec: TaskSpec, settings, predict: Predict, examples: Sequence[dict], features: list,
+             owners: list):
+    raise NotImplementedError
+
+  def train_accuracy(self, examples: Sequence[dict], predicted) -> float:
+    raise NotImplementedError
+
+  def dev_score(self, examples: Sequence[dict], predicted) -> float:
+    raise NotImplementedError
+
+  def submission_text(self, predicted, questions: Sequence[dict] = (), where: str = "") -> str:
+    raise NotImplementedError
+
+
+class PairClassification(Kind):
+  """A label per text pair: [CLS] a [SEP] b [SEP], a head on the first token; accuracy."""
+
+  model_keys = ("input_ids", "input_mask", "token_type_ids", "labels", "example_weights")
+  predict_keys = model_keys
+  selection = ("dev_accuracy", "accuracy")
+
+  def model(self, spec, config):
+    head = "roberta" if config.position_style == "roberta" else "pooler"
+    return ClassificationModel(config, len(spec.labels), head)
+
+  def features(self, spec, examples, vocab, settings, training):
+    index = {label: i for i, label in enumerate(spec.labels)}
+    out = []
+    for ex in examples:
+      f = encode_pair(vocab, [ex["text_a"], ex["text_b"]], settings.seq_len)
+      if training and ex["label"] not in index:
+        raise errors.DataError(f"example {ex['id']}: label {ex['label']!r} is not one of {list(spec.labels)}")
+      f["labels"] = np.asarray(index[ex["label"]] if training else 0, np.int32)
+      f["example_weights"] = np.asarray(1.0, np.float32)
+      out.append(f)
+    return out, list(range(len(examples)))
+
+  def decode(self, spec, settings, predict, examples, features, owners):
+    return [spec.labels[i] for i in predict(self.predict_keys).argmax(-1)]
+
+  def train_accuracy(self, examples, predicted):
+    return metrics.accuracy(predicted, [ex["label"] for ex in examples])
+
+  def dev_score(self, examples, predicted):
+    return metrics.accuracy(predicted, [ex["label"] for ex in examples])
+
+  def submission_text(self, predicted, questions=(), where=""):
+    return "".join(f"{label}\n" for label in predicted)
+
+
+class Tagging(Kind):
+  """A tag per word, on its first subword; sentences in sliding windows; seqeval 0.0.x chunk F1 on dev."""
+
+  model_keys = ("input_ids", "input_mask", "token_type_ids", "labels", "label_weights")
+  predict_keys = model_keys
+  weight_key = "label_weights"
+  selection = ("dev_f1", "F1")
+
+  def model(self, spec, config):
+    return TaggingModel(config, len(spec.labels))
+
+  def features(self, spec, examples, vocab, settings, training):
+    label_map = {t: i for i, t in enumerate(spec.labels)}
+    context = settings.tagging_context if settings.tagging_context is not None else settings.seq_len // 2
+    windows, owners = [], []
+    for i, ex in enumerate(examples):
+      tags = ex["tags"] if training else None
+      for w in tagging_windows(ex["tokens"], vocab, settings.seq_len, context, tags, label_map):
+        windows.append(w)
+        owners.append(i)
+    return windows, owners
+
+  def decode(self, spec, settings, predict, examples, features, owners):
+    predicted = predict(self.predict_keys).argmax(-1)
+    windows: dict[int, list[int]] = {}
+    for k, owner in enumerate(owners):
+      windows.setdefault(owner, []).append(k)
+    return [[spec.labels[t] for t in merge_window_predictions(
+        [features[k] for k in windows[i]], predicted[windows[i]], len(ex["tokens"]))]
+            for i, ex in enumerate(examples)]
+
+  def train_accuracy(self, examples, predicted):
+    return metrics.pos_token_accuracy(predicted, [ex["tags"] for ex in examples])
+
+  def dev_score(self, examples, predicted):
+    # The official run_tag.py selects on seqeval 0.0.x chunk F1: entity F1 for NER, the leaderboard F1 for POS.
+    return metrics.chunk_prf(predicted, [ex["tags"] for ex in examples])["f1"]
+
+  def submission_text(self, predicted, questions=(), where=""):
+    return "\n".join("".join(f"{tag}\n" for tag in tags) for tags in predicted)
+
+
+class SpanQa(Kind):
+  """An answer span per question (SQuAD v1.1 windows); the final model predicts (no dev selection)."""
+
+  model_keys = ("input_ids", "input_mask", "token_type_ids", "start_positions", "end_positions", "example_weights")
+  predict_keys = ("input_ids", "input_mask", "token_type_ids", "example_weights")
+
+  def model(self, spec, config):
+    return QaModel(config)
+
+  def features(self, spec, examples, vocab, settings, training):
+    windows, owners = [], []
+    for i, ex in enumerate(examples):
+      for w in qa_windows(ex, vocab, settings.seq_len, settings.doc_stride, settings.max_query_len, training):
+        w["example_weights"] = np.asarray(1.0, np.float32)
+        windows.append(w)
+        owners.append(i)
+    return windows, owners
+
+  def decode(self, spec, settings, predict, examples, features, owners):
+    out = predict(self.predict_keys)
+    return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=settings.max_answer_len)
+
+  def train_accuracy(self, examples, predicted):
+    """SQuAD exact match x100 over the questions that have a prediction (`predicted` = {id: answer})."""
+    answered = [ex for ex in examples if ex["id"] in predicted]
+    hits = sum(max(metrics.qa_exact_match(predicted[ex["id"]], gold) for gold in ex["answers"]["text"])
+               for ex in answered)
+    return 100.0 * hits / max(1, len(answered))
+
+  def submission_text(self, predicted: Mapping[str, str], questions=(), where=""):
+    """The submission JSON {id: answer} in the questions' order; questions without a span are warned about
+    (written as empty answers, which the scorer counts as `invalid`)."""
+    empty = [q["id"] for q in questions if not predicted.get(q["id"])]
+    if empty:
+      logging.warning("%s: %d of %d questions got no answer span (written as empty answers), e.g. %s",
+                      where, len(empty), len(questions), empty[:3])
+    return json.dumps({q["id"]: predicted.get(q["id"], "") for q in questions}, ensure_ascii=False, indent=1)
+
+
+KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "tagging": Tagging(), "span_qa": SpanQa()}
+
+
+def of(spec: TaskSpec) -> Kind:
+  """The fine-tuning kind of `spec` (ConfigError for a kind that is not fine-tuned, e.g. retrieval)."""
+  if spec.kind not in KINDS:
+    raise errors.ConfigError(f"{spec.benchmark} {spec.name}: kind {spec.kind!r} is not fine-tuned; fine-tuned "
+                             f"kinds: {', '.join(KINDS)}")
+  return KINDS[spec.kind]
