@@ -36,7 +36,10 @@ POS = _task("POS", "pl ar ru bg de el en es fr hi it nl pt th tr ur vi zh", "tag
 NC = _task("NC", "de en es fr ru", "pair_classification", {"*": "NC/xglue.nc.{lg}.{split}"}, labels=NC_LABELS,
            train=("NC", "en", "train"), model="NC")
 MLQA = _task("MLQA", "ar de en es hi vi zh", "span_qa",
-             {"train": "SQuAD/train-v1.1.json", "*": "MLQA/MLQA_V1/{split}/{split}-context-{lg}-question-{lg}.json"},
+             # train: SQuAD v1.1 where Data_Format.txt lists it (`squad1.1/`, in the task folder; not checked
+             # against the real archive); dev / test: where the official scorer reads them.
+             {"train": "MLQA/squad1.1/train-v1.1.json",
+              "*": "MLQA/MLQA_V1/{split}/{split}-context-{lg}-question-{lg}.json"},
              score="f1", train=("MLQA", "en", "train"), model="MLQA", prediction_suffix="json", by_position=False)
 XNLI = TaskSpec(name="XNLI", benchmark="xglue", languages={"train": EN, "dev": XNLI_LANGS, "test": XNLI_LANGS},
                 kind="pair_classification", category="understanding", labels=XNLI_LABELS,

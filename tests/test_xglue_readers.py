@@ -1,0 +1,81 @@
+"""XGLUE readers on fixtures in the official layout, with its quirks."""
+
+import json
+import os
+
+import pytest
+
+from xtreme_jax import errors
+from xtreme_jax.data import xglue_readers
+from xtreme_jax.registry import XGLUE
+
+
+def _write(root, task, split, lg, content):
+  path = root / XGLUE.task(task).file(split, lg)
+  os.makedirs(path.parent, exist_ok=True)
+  path.write_text(content, encoding="utf-8")
+  return path
+
+
+def test_pair_rows_take_the_last_column_as_label(tmp_path):
+  _write(tmp_path, "NC", "dev", "de", "Titel\tText des Artikels\tsports\n\nT2\tB2\tnews\n")
+  _write(tmp_path, "NC", "test", "fr", "titre\tcorps\n")  # no label column in test
+  _write(tmp_path, "NC", "train", "en", "query\ttitle\tbody\tautos\n")  # Data_Format's four columns
+  assert xglue_readers.read("NC", str(tmp_path), "de", "dev") == [
+      {"id": "NC-de-dev-0", "text_a": "Titel", "text_b": "Text des Artikels", "label": "sports"},
+      {"id": "NC-de-dev-1", "text_a": "T2", "text_b": "B2", "label": "news"}]
+  assert xglue_readers.read("NC", str(tmp_path), "fr", "test")[0]["label"] is None
+  assert xglue_readers.read("NC", str(tmp_path), "en", "train")[0] == {
+      "id": "NC-en-train-0", "text_a": "query", "text_b": "title body", "label": "autos"}
+  _write(tmp_path, "QADSM", "dev", "fr", "requête\ttitre\tdescription de l'annonce\tGood\n")
+  assert xglue_readers.read("QADSM", str(tmp_path), "fr", "dev")[0] == {
+      "id": "QADSM-fr-dev-0", "text_a": "requête", "text_b": "titre description de l'annonce", "label": "Good"}
+
+
+def test_pawsx_header_and_blank_lines_are_skipped(tmp_path):
+  _write(tmp_path, "PAWSX", "dev", "es", "id\tsentence1\tsentence2\tlabel\n7\tuno\tdos\t1\n\n8\ttres\tcuatro\t0\n")
+  assert xglue_readers.read("PAWSX", str(tmp_path), "es", "dev") == [
+      {"id": "PAWSX-es-dev-0", "text_a": "uno", "text_b": "dos", "label": "1"},
+      {"id": "PAWSX-es-dev-1", "text_a": "tres", "text_b": "cuatro", "label": "0"}]
+
+
+def test_wpr_rows_carry_their_query_group(tmp_path):
+  _write(tmp_path, "WPR", "dev", "it", "q1\tt\ts\t3\nq1\tt\ts\t0\nq2\tt\ts\t4\nq1\tt\ts\t1\n")
+  rows = xglue_readers.read("WPR", str(tmp_path), "it", "dev")
+  assert [(r["group"], r["label"]) for r in rows] == [(0, "3"), (0, "0"), (1, "4"), (2, "1")]  # consecutive runs
+  assert rows[0]["text_a"] == "q1" and rows[0]["text_b"] == "t s"
+
+
+def test_tagging_sentences_docstart_and_unlabelled_test(tmp_path):
+  _write(tmp_path, "NER", "dev", "nl", "-DOCSTART- -X- O O\n\nJan B-PER\nwoont O\nin O\nAmsterdam B-LOC\n\n"
+                                       "Ja O\n-DOCSTART- -X- O O\nZo O\n")
+  assert xglue_readers.read("NER", str(tmp_path), "nl", "dev") == [
+      {"id": "NER-nl-dev-0", "tokens": ["Jan", "woont", "in", "Amsterdam"], "tags": ["B-PER", "O", "O", "B-LOC"]},
+      {"id": "NER-nl-dev-1", "tokens": ["Ja"], "tags": ["O"]},
+      {"id": "NER-nl-dev-2", "tokens": ["Zo"], "tags": ["O"]}]
+  _write(tmp_path, "POS", "test", "pl", "Ala\nma\nkota\n")
+  assert xglue_readers.read("POS", str(tmp_path), "pl", "test") == [
+      {"id": "POS-pl-test-0", "tokens": ["Ala", "ma", "kota"], "tags": None}]
+
+
+def test_mlqa_is_squad_json(tmp_path):
+  data = {"data": [{"title": "t", "paragraphs": [{"context": "Berlin ist groß", "qas": [
+      {"id": "q1", "question": "Was?", "answers": [{"text": "Berlin", "answer_start": 0}]}]}]}]}
+  _write(tmp_path, "MLQA", "dev", "de", json.dumps(data))
+  records = xglue_readers.read("MLQA", str(tmp_path), "de", "dev")
+  assert [(r["id"], r["context"], r["answers"]["text"]) for r in records] == [("q1", "Berlin ist groß", ["Berlin"])]
+
+
+def test_bad_input_names_file_line_and_what_was_expected(tmp_path):
+  path = _write(tmp_path, "QAM", "dev", "de", "frage\tpassage\t1\nfrage\tpassage\t2\n")
+  with pytest.raises(errors.DataError, match=rf"{path}:2: malformed row: unknown label '2'; valid labels: 0, 1"):
+    xglue_readers.read("QAM", str(tmp_path), "de", "dev")
+  _write(tmp_path, "NER", "train", "en", "EU B-ORG\nrejects B-FOO\n")
+  with pytest.raises(errors.DataError, match=r"en\.train:2: malformed row: expected `word label` with a label in"):
+    xglue_readers.read("NER", str(tmp_path), "en", "train")
+  with pytest.raises(errors.ConfigError, match="XGLUE NER dev has no language 'fr'; valid: de en es nl"):
+    xglue_readers.read("NER", str(tmp_path), "fr", "dev")
+  with pytest.raises(errors.MissingInputError, match=r"XGLUE WPR: expected file .*WPR/xglue\.wpr\.zh\.test"):
+    xglue_readers.read("WPR", str(tmp_path), "zh", "test")
+  with pytest.raises(errors.ConfigError, match="unknown XGLUE task 'SQUAD'"):
+    xglue_readers.read("SQUAD", str(tmp_path), "en", "dev")

@@ -1,0 +1,122 @@
+"""Plain-Python readers for the official XGLUE layout (`xglue_full_dataset`; no jax, no TF).
+
+`read(task, data_dir, language, split)` reads one file of the registry's
+layout (`xtreme_jax.registry.xglue`, `TaskSpec.files`) into the schemas of
+the XTREME readers, so the same task kinds fine-tune on both benchmarks:
+
+* NC, XNLI, PAWSX, QADSM, QAM, WPR -> `{"id", "text_a", "text_b", "label":
+  str | None}`. The label is the last tab-separated column, as the official
+  scorer reads it; the text columns are those before it, whatever their
+  number (Data_Format.txt lists NC rows as `query, title, body, category`,
+  the repository's README as `title, body, category`): `text_a` is the first,
+  `text_b` the others joined by a space (QADSM: query / ad title + description;
+  WPR: query / page title + snippet). PAWSX files start with a header line
+  (`id sentence1 sentence2 label`) whose id column is dropped; blank lines are
+  skipped. WPR rows also carry `group`, the index of their query group (runs
+  of consecutive rows with the same query, as the scorer's nDCG groups them).
+* NER, POS -> `{"id", "tokens", "tags": list | None}`: `word label` per line
+  (space-separated, the label last), a blank line or a `-DOCSTART-` line
+  between sentences.
+* MLQA -> the SQuAD v1.1 question records of `xtreme_readers.parse_squad`.
+
+Test files without labels are accepted: a row whose last column is not one
+of the task's labels and which has no more columns than the text needs (a
+token alone, for tagging) reads as unlabeled (`label` / `tags` None). In
+train and dev files every row needs a valid label; otherwise a `DataError`
+names the file, the line and the valid labels.
+"""
+
+from __future__ import annotations
+
+import os
+
+from xtreme_jax import errors, fs
+from xtreme_jax.data.xtreme_readers import check_training_answers, malformed, numbered_lines, parse_squad
+from xtreme_jax.registry import XGLUE, TaskSpec
+
+DOCSTART = "-DOCSTART-"
+# Text columns of a labelled row (the fewest; more are joined into text_b). PAWSX counts its id column.
+TEXT_COLUMNS = {"NC": 2, "XNLI": 2, "PAWSX": 3, "QADSM": 3, "QAM": 2, "WPR": 3}
+HEADER = {"PAWSX": 1}  # lines before the first row
+
+
+def path(spec: TaskSpec, data_dir: str, language: str, split: str) -> str:
+  """The file of (task, language, split); MissingInputError naming it when absent."""
+  file = os.path.join(data_dir, spec.file(split, language))
+  if not fs.isfile(file):
+    raise errors.MissingInputError(f"XGLUE {spec.name}: expected file {file} does not exist; pass the unpacked "
+                                   "xglue_full_dataset folder (github.com/microsoft/XGLUE) as the data folder")
+  return file
+
+
+def _check(spec: TaskSpec, language: str, split: str) -> None:
+  if split not in spec.languages:
+    raise errors.ConfigError(f"XGLUE {spec.name} has no split {split!r}; valid: {', '.join(spec.languages)}")
+  if language not in spec.languages[split]:
+    raise errors.ConfigError(f"XGLUE {spec.name} {split} has no language {language!r}; valid: "
+                             f"{' '.join(spec.languages[split])}")
+
+
+def _read_rows(spec: TaskSpec, file: str, language: str, split: str) -> list[dict]:
+  width, labelled = TEXT_COLUMNS[spec.name], split != "test"
+  out, group, last_query = [], -1, None
+  for n, line in numbered_lines(file, "tab-separated rows, the label last")[HEADER.get(spec.name, 0):]:
+    if not line.strip():
+      continue
+    cols = line.split("\t")
+    label = cols[-1].strip()
+    has_label = label in spec.labels and len(cols) > width
+    if labelled and not has_label:
+      if len(cols) <= width:
+        raise malformed(file, n, f"{len(cols)} tab-separated columns; expected at least {width + 1} (text, label)")
+      raise malformed(file, n, f"unknown label {label!r}; valid labels: {', '.join(spec.labels)}")
+    texts = cols[:-1] if has_label else cols
+    if len(texts) < width:
+      raise malformed(file, n, f"{len(cols)} tab-separated columns; expected at least {width}")
+    if spec.name == "PAWSX":
+      texts = texts[1:]  # the id column
+    row = {"id": f"{spec.name}-{language}-{split}-{len(out)}", "text_a": texts[0], "text_b": " ".join(texts[1:]),
+           "label": label if has_label else None}
+    if spec.kind == "ranking":
+      if cols[0] != last_query:
+        group += 1
+        last_query = cols[0]
+      row["group"] = group
+    out.append(row)
+  return out
+
+
+def _read_tagging(spec: TaskSpec, file: str, language: str, split: str) -> list[dict]:
+  sentences, tokens, tags, unlabelled = [], [], [], 0
+  for n, line in numbered_lines(file, "`word label` per line, a blank line between sentences") + [(0, "")]:
+    if not line.strip() or line.startswith(DOCSTART):
+      if tokens:
+        sentences.append({"id": f"{spec.name}-{language}-{split}-{len(sentences)}", "tokens": tokens,
+                          "tags": None if unlabelled else tags})
+      tokens, tags, unlabelled = [], [], 0
+      continue
+    cols = line.split()
+    if len(cols) >= 2 and cols[-1] in spec.labels:
+      tokens.append(" ".join(cols[:-1]))
+      tags.append(cols[-1])
+    elif split == "test" and len(cols) == 1:
+      tokens.append(cols[0])
+      unlabelled += 1
+    else:
+      raise malformed(file, n, f"expected `word label` with a label in {', '.join(spec.labels)}, got {line!r}")
+    if unlabelled and len(tags):
+      raise malformed(file, n, "a sentence mixes labelled and unlabelled words")
+  return sentences
+
+
+def read(task: str, data_dir: str, language: str, split: str) -> list[dict]:
+  """The examples of one (task, language, split) of the official layout; schemas in the module docstring."""
+  spec = XGLUE.task(task)
+  _check(spec, language, split)
+  file = path(spec, data_dir, language, split)
+  if spec.kind == "tagging":
+    return _read_tagging(spec, file, language, split)
+  if spec.kind == "span_qa":
+    records = parse_squad(file)
+    return check_training_answers(records, file) if split == "train" else records
+  return _read_rows(spec, file, language, split)
