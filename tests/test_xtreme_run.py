@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -621,6 +622,13 @@ def test_training_accuracy_per_task_kind():
                {"id": "c", "answers": {"text": ["y"]}}]
   assert qa.train_accuracy(questions, {"a": "cat", "b": "z"}) == 50  # c has no window: not counted
   assert isinstance(task_kinds.of(XTREME.task("pawsx")), task_kinds.PairClassification)
+  # XGLUE WPR: ratings as classes; dev nDCG x100 over query groups (a one-row group is skipped).
+  from xtreme_jax.registry import XGLUE
+  wpr = task_kinds.of(XGLUE.task("WPR"))
+  assert wpr.selection == ("dev_ndcg", "nDCG") and wpr.model(XGLUE.task("WPR"), TINY).num_classes == 5
+  rows = [{"group": 0, "label": "2"}, {"group": 0, "label": "0"}, {"group": 1, "label": "4"}]
+  assert wpr.dev_score(rows, ["3", "1", "0"]) == 100.0  # right order in the only scored group
+  assert wpr.dev_score(rows, ["1", "3", "0"]) == pytest.approx(100 * (2 / math.log2(3)) / 2)  # order reversed
   with pytest.raises(errors.ConfigError, match="xtreme tatoeba: kind 'similarity_search' is not fine-tuned"):
     task_kinds.of(XTREME.task("tatoeba"))
 

@@ -13,7 +13,8 @@ the XTREME readers, so the same task kinds fine-tune on both benchmarks:
   WPR: query / page title + snippet). PAWSX files start with a header line
   (`id sentence1 sentence2 label`) whose id column is dropped; blank lines are
   skipped. WPR rows also carry `group`, the index of their query group (runs
-  of consecutive rows with the same query, as the scorer's nDCG groups them).
+  of consecutive rows with the same query, `metrics.query_groups`, as the
+  scorer's nDCG groups them).
 * NER, POS -> `{"id", "tokens", "tags": list | None}`: `word label` per line
   (space-separated, the label last), a blank line or a `-DOCSTART-` line
   between sentences.
@@ -32,6 +33,7 @@ import os
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data.xtreme_readers import check_training_answers, malformed, numbered_lines, parse_squad
+from xtreme_jax.evaluation import metrics
 from xtreme_jax.registry import XGLUE, TaskSpec
 
 DOCSTART = "-DOCSTART-"
@@ -59,7 +61,7 @@ def _check(spec: TaskSpec, language: str, split: str) -> None:
 
 def _read_rows(spec: TaskSpec, file: str, language: str, split: str) -> list[dict]:
   width, labelled = TEXT_COLUMNS[spec.name], split != "test"
-  out, group, last_query = [], -1, None
+  out, queries = [], []
   for n, line in numbered_lines(file, "tab-separated rows, the label last")[HEADER.get(spec.name, 0):]:
     if not line.strip():
       continue
@@ -77,12 +79,11 @@ def _read_rows(spec: TaskSpec, file: str, language: str, split: str) -> list[dic
       texts = texts[1:]  # the id column
     row = {"id": f"{spec.name}-{language}-{split}-{len(out)}", "text_a": texts[0], "text_b": " ".join(texts[1:]),
            "label": label if has_label else None}
-    if spec.kind == "ranking":
-      if cols[0] != last_query:
-        group += 1
-        last_query = cols[0]
-      row["group"] = group
+    queries.append(cols[0])
     out.append(row)
+  if spec.kind == "ranking":
+    for row, group in zip(out, metrics.query_groups(queries)):
+      row["group"] = group
   return out
 
 

@@ -282,6 +282,38 @@ def mlqa_em_f1(dataset, predictions: Mapping[str, str], lang: str) -> dict:
 
 
 # ---------------------------------------------------------------------------
+# Ranking (XGLUE WPR).
+
+
+def query_groups(queries: Sequence[str]) -> list[int]:
+  """Group index of each row: runs of consecutive rows with the same query (XGLUE's scorer; an empty first
+  query opens no new group)."""
+  groups, group, last = [], 0, ""
+  for query in queries:
+    if query != last and last:
+      group += 1
+    last = query
+    groups.append(group)
+  return groups
+
+
+def grouped_ndcg(groups: Sequence[int], gold: Sequence[float], predicted: Sequence[float]) -> Optional[float]:
+  """Mean nDCG over query groups on 0-1, as XGLUE's `simple_ndcg`: per group
+  `sklearn.metrics.ndcg_score([gold], [predicted])` (linear gain, log2 discount, ties in the predicted
+  scores averaged, 0 for an all-zero group), groups of fewer than two rows skipped; None if none is left."""
+  import numpy as np
+  from sklearn.metrics import ndcg_score  # the official scorer's function; imported only for ranking
+  _check_lengths(predicted, gold)
+  rows: dict[int, tuple[list, list]] = {}
+  for g, y, p in zip(groups, gold, predicted):
+    rows.setdefault(g, ([], []))
+    rows[g][0].append(float(y))
+    rows[g][1].append(float(p))
+  scores = [ndcg_score(np.asarray([y]), np.asarray([p])) for y, p in rows.values() if len(y) >= 2]
+  return float(np.array(scores).mean()) if scores else None
+
+
+# ---------------------------------------------------------------------------
 # Retrieval.
 
 Pair = tuple[str, str]

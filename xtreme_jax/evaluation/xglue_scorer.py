@@ -105,7 +105,6 @@ def _rating(value: str, path: str, line: int, valid: Sequence[str], what: str) -
 
 def _ndcg(spec: TaskSpec, rows: list[str], labels: list[str], preds: list[str], pred_path: str,
           gold_path: str) -> Optional[float]:
-  from sklearn.metrics import ndcg_score  # what the official scorer calls; imported only for WPR
   gold = [_rating(v, gold_path, i, spec.labels, "label") for i, v in enumerate(labels, 1)]
   predicted = []
   for i, value in enumerate(preds, 1):
@@ -113,21 +112,10 @@ def _ndcg(spec: TaskSpec, rows: list[str], labels: list[str], preds: list[str], 
       predicted.append(float(value))
     except ValueError:
       raise SubmissionError(f"{errors.location(pred_path, i)}: prediction {value!r} is not a number") from None
-  groups: dict[int, tuple[list, list]] = {}
-  group, last_query = 0, ""
-  for row, g, p in zip(rows, gold, predicted):  # consecutive rows with the same query, as the official loop
-    query = row.split("\t")[0]
-    if query != last_query and last_query:
-      group += 1
-    last_query = query
-    groups.setdefault(group, ([], []))
-    groups[group][0].append(p)
-    groups[group][1].append(g)
-  scores = [ndcg_score(np.asarray([g]), np.asarray([p])) for p, g in groups.values() if len(g) >= 2]
-  if not scores:
+  ndcg = metrics.grouped_ndcg(metrics.query_groups([row.split("\t")[0] for row in rows]), gold, predicted)
+  if ndcg is None:
     logging.warning("%s: no query with two or more rows; WPR has no score", gold_path)
-    return None
-  return float(np.array(scores).mean())
+  return ndcg
 
 
 def _gold_sentences(path: str) -> list[list[str]]:

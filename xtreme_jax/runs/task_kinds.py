@@ -98,6 +98,25 @@ class PairClassification(Kind):
     return "".join(f"{label}\n" for label in predicted)
 
 
+class Ranking(PairClassification):
+  """A relevance rating per (query, page) pair (XGLUE WPR), as classification over the ratings.
+
+  The official submission holds one rating per row and is scored with nDCG
+  per query group, ties between a query's pages averaged: a classifier's
+  argmax gives those integer ratings directly. (Rounded regression is the
+  alternative; comparing the two by dev nDCG needs the real WPR data.)
+  Checkpoints are selected on the mean dev nDCG x100 over query groups
+  (`metrics.grouped_ndcg`, the scorer's definition; rows carry `group`).
+  """
+
+  selection = ("dev_ndcg", "nDCG")
+
+  def dev_score(self, examples, predicted):
+    ndcg = metrics.grouped_ndcg([ex["group"] for ex in examples], [float(ex["label"]) for ex in examples],
+                                [float(p) for p in predicted])
+    return 0.0 if ndcg is None else 100 * ndcg
+
+
 class Tagging(Kind):
   """A tag per word, on its first subword; sentences in sliding windows; seqeval 0.0.x chunk F1 on dev."""
 
@@ -179,7 +198,8 @@ class SpanQa(Kind):
     return json.dumps({q["id"]: predicted.get(q["id"], "") for q in questions}, ensure_ascii=False, indent=1)
 
 
-KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "tagging": Tagging(), "span_qa": SpanQa()}
+KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "ranking": Ranking(), "tagging": Tagging(),
+                          "span_qa": SpanQa()}
 
 
 def of(spec: TaskSpec) -> Kind:
