@@ -8,7 +8,7 @@ import pytest
 from pytest import approx
 
 from xtreme_jax import cli, errors
-from xtreme_jax.evaluation import scorer, xglue_scorer
+from xtreme_jax.evaluation import report, scorer, xglue_scorer
 from xtreme_jax.registry import XGLUE
 
 SPLIT = "test"
@@ -133,12 +133,30 @@ def test_score_command(xglue, capsys):
   preds, gold = xglue
   out = preds.parent / "scores.json"
   assert cli.main(["score", "--benchmark", "xglue", "--predictions", str(preds), "--labels", str(gold),
-                   "--tasks", "XNLI,WPR", "--out", str(out)]) == 0
+                   "--tasks", "XNLI,WPR", "--out", str(out), "--report", str(preds.parent / "rep")]) == 0
   printed = capsys.readouterr().out
   assert "XNLI   avg 100.0" in printed and f"wrote {out}" in printed
+  assert f"report: {preds.parent / 'rep' / 'report.md'}" in printed and (preds.parent / "rep" / "plots" / "WPR.png").exists()
+  assert cli.main(["score", "--predictions", str(preds), "--labels", str(gold), "--report", "x"]) == 2
+  assert "--report is for --benchmark xglue" in capsys.readouterr().err
   written = json.loads(out.read_text())
   assert written["tasks"]["WPR"]["avg"] == 1.0 and written["split"] == "test"
   _write(xglue_scorer.prediction_path(str(preds), "XNLI", "ar"), "neutral\n")
   assert cli.main(["score", "--benchmark", "xglue", "--predictions", str(preds), "--labels", str(gold)]) == 2
   err = capsys.readouterr().err
   assert err.startswith("error: ") and "XNLI/ar.prediction: 1 lines" in err and err.count("\n") == 1
+
+
+def test_report_tables_and_plots(xglue, tmp_path):
+  preds, gold = xglue
+  _write(xglue_scorer.prediction_path(str(preds), "QAM", "de"), "0\n0\n")  # QAM de 50, avg 5/6
+  results = _score(xglue)
+  paths = report.write_xglue_report(results, str(tmp_path / "report"))
+  assert sorted(paths) == sorted(["results.json", "report.md"] + [f"plots/{t}.png" for t in XGLUE.task_names])
+  md = (tmp_path / "report" / "report.md").read_text()
+  assert md.startswith("# XGLUE results (test)\n\n| Task | Metric | Languages | Score |")
+  assert "| QAM | Acc. | 3 | 83.3 |" in md and "| POS | Precision (chunks) | 18 | 100.0 |" in md
+  assert f"- AVG_U (nine understanding tasks): {100 * (8 + 5 / 6) / 9:.1f}" in md
+  assert "## QAM\n\n| Metric | en | de | fr | avg |\n|---|---:|---:|---:|---:|\n| Acc. | 100.0 | 50.0 | 100.0 | 83.3 |" in md
+  assert "![WPR: nDCG per language](plots/WPR.png)" in md
+  assert json.loads((tmp_path / "report" / "results.json").read_text()) == json.loads(json.dumps(results))

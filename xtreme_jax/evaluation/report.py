@@ -403,12 +403,14 @@ def _save(fig, out_png: str) -> str:
   return out_png
 
 
-def task_figure(task: str, per_language_scores: Mapping[str, object]):
-  """The `plot_task` figure (matplotlib `Figure`, Agg canvas)."""
+def task_figure(task: str, per_language_scores: Mapping[str, object], label: Optional[str] = None):
+  """The `plot_task` figure (matplotlib `Figure`, Agg canvas); `label` names the score of a task XTREME does
+  not know (its scores then bare numbers on 0-100)."""
   from matplotlib.patches import Patch
   from matplotlib import colormaps
 
-  scores = {lg: _score(task, r) for lg, r in per_language_scores.items()}
+  scores = {lg: _score(task, r) if isinstance(r, Mapping) or task in metrics.TASK_METRIC else float(r)
+            for lg, r in per_language_scores.items()}
   if not scores:
     raise ValueError(f"{task}: no language to plot")
   order = ordered_languages(task, list(scores))
@@ -420,7 +422,7 @@ def task_figure(task: str, per_language_scores: Mapping[str, object]):
   colour = {f: ((0.6, 0.6, 0.6) if f == OTHER_FAMILY else palette[rank[f] % len(palette)]) for f in families}
   values = [scores[lg] for lg in order]
   finite = [v for v in values if math.isfinite(v)]
-  label = score_label(task) if task in metrics.TASK_METRIC else "Score"
+  label = label or (score_label(task) if task in metrics.TASK_METRIC else "Score")
   top = max([100.0] + finite) * 1.1
   stub = ZERO_STUB * top
 
@@ -465,7 +467,7 @@ def task_figure(task: str, per_language_scores: Mapping[str, object]):
   return fig
 
 
-def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str) -> str:
+def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str, label: Optional[str] = None) -> str:
   """Bar chart of the score per language, grouped and coloured by language family.
 
   `per_language_scores` maps language -> score (or the scorer's metrics dict).
@@ -474,7 +476,7 @@ def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str
   present; languages not in `LANGUAGE_FAMILY` are grouped as "Other". Written
   atomically to `out_png`, which is returned.
   """
-  return _save(task_figure(task, per_language_scores), out_png)
+  return _save(task_figure(task, per_language_scores, label), out_png)
 
 
 def _histories(runs: Mapping[str, Mapping]) -> dict[str, list]:
@@ -576,4 +578,50 @@ def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
   atomic.write_json(paths["results.json"], results)
   paths["report.md"] = os.path.join(out_dir, "report.md")
   atomic.write_text(paths["report.md"], render_markdown(results))
+  return paths
+
+
+# ---------------------------------------------------------------------------
+# XGLUE.
+
+XGLUE_SCORE_LABEL = {"f1": "F1", "precision": "Precision (chunks)", "accuracy": "Acc.", "ndcg": "nDCG"}
+
+
+def render_xglue_markdown(results: Mapping) -> str:
+  """The XGLUE report of `xglue_scorer.score_submission`'s results: the score table (task averages, AVG_U,
+  average), then one table per task with its languages as columns. Shown x100; the JSON keeps 0-1."""
+  from xtreme_jax.registry import XGLUE
+  pct = lambda v: _fmt(None if v is None else 100 * v)  # noqa: E731
+  rows = [[task, XGLUE_SCORE_LABEL[XGLUE.task(task).score], str(len(scores) - 1), pct(scores["avg"])]
+          for task, scores in results["tasks"].items()]
+  summary = _markdown(["Task", "Metric", "Languages", "Score"], ["---", "---", "---:", "---:"], rows)
+  totals = [f"- {name}: {pct(results[key])}" for key, name in (("avg_u", "AVG_U (nine understanding tasks)"),
+                                                                 ("average", "Average over the tasks scored"))
+            if results.get(key) is not None]
+  parts = [f"# XGLUE results ({results.get('split', 'test')})", summary] + (["\n".join(totals)] if totals else [])
+  for task, scores in results["tasks"].items():
+    label = XGLUE_SCORE_LABEL[XGLUE.task(task).score]
+    langs = ordered_languages(None, [lg for lg in scores if lg != "avg"])
+    parts += [f"## {task}", _markdown(["Metric", *langs, "avg"], ["---"] + ["---:"] * (len(langs) + 1),
+                                      [[label, *(pct(scores[lg]) for lg in langs), pct(scores["avg"])]])]
+    if any(scores[lg] is not None for lg in langs):
+      parts.append(f"![{task}: {label} per language]({_plot_name(task)})")
+  return "\n\n".join(parts) + "\n"
+
+
+def write_xglue_report(results: Mapping, out_dir: str) -> dict[str, str]:
+  """`results.json`, `report.md` and `plots/<TASK>.png` (x100) of XGLUE results under `out_dir`, atomically."""
+  from xtreme_jax.registry import XGLUE
+  out_dir = fs.abspath(out_dir)
+  paths = {}
+  for task, scores in results["tasks"].items():
+    per_language = {lg: 100 * v for lg, v in scores.items() if lg != "avg" and v is not None}
+    if per_language:
+      name = _plot_name(task)
+      paths[name] = plot_task(task, per_language, os.path.join(out_dir, name),
+                              XGLUE_SCORE_LABEL[XGLUE.task(task).score])
+  paths["results.json"] = os.path.join(out_dir, "results.json")
+  atomic.write_json(paths["results.json"], results)
+  paths["report.md"] = os.path.join(out_dir, "report.md")
+  atomic.write_text(paths["report.md"], render_xglue_markdown(results))
   return paths

@@ -382,7 +382,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument("--out", help="results JSON (default: <parent>/scores-<name>.json beside the "
                                     "submission folder <parent>/<name>)")
   parser.add_argument("--tasks", help="comma-separated tasks to score (default: every task in both folders)")
+  parser.add_argument("--report", help="xglue: also write the report (report.md, plots/) into this folder")
   args = parser.parse_args(argv)
+  if args.report and args.benchmark != "xglue":
+    raise errors.ConfigError("--report is for --benchmark xglue (the XTREME run mode writes its own report)")
   if args.benchmark == "xglue":
     from xtreme_jax.evaluation import xglue_scorer
     return xglue_scorer.run(args)

@@ -27,8 +27,9 @@ truncates, extra NER / POS sentences pass), a prediction file whose line,
 sentence or tag count differs from the ground truth is refused naming both
 counts; so is a WPR label outside 0-4 (file and line).
 
-`main(argv)` backs `xtreme-jax score --benchmark xglue --predictions DIR
---labels DIR [--split dev|test] [--tasks T,...] [--out FILE]`.
+`scorer.main(argv)` backs `xtreme-jax score --benchmark xglue --predictions DIR
+--labels DIR [--split dev|test] [--tasks T,...] [--out FILE] [--report DIR]`
+(`--report`: `report.write_xglue_report`, tables and plots x100).
 """
 
 from __future__ import annotations
@@ -271,4 +272,7 @@ def run(args) -> int:
   for task in results["missing_tasks"]:
     print(f"not scored: {task} (no predictions folder)")
   print(f"wrote {out}")
+  if args.report:
+    from xtreme_jax.evaluation import report
+    print(f"report: {report.write_xglue_report(results, args.report)['report.md']}")
   return 0
