@@ -57,3 +57,8 @@ def sample_xtreme_dir() -> str:
 def sample_xtreme_labels_dir() -> str:
   """Gold labels of the XTREME sample's test sets, in the leaderboard layout."""
   return os.path.join(SAMPLE_DIR, "xtreme_labels")
+
+
+def sample_xglue_dir() -> str:
+  """The XGLUE sample in the official `xglue_full_dataset` layout (dev and test files carry labels)."""
+  return os.path.join(SAMPLE_DIR, "xglue")
