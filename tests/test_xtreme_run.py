@@ -267,6 +267,15 @@ def test_selection_criterion_per_setting_and_task(tmp_path):
       "pawsx")["criterion"] == "mean dev accuracy over 2 languages"
 
 
+def test_dev_evaluation_every_n_updates_or_every_epoch():
+  assert xtreme.TaskSettings(eval_every=100).eval_interval(1000) == 100
+  assert xtreme.TaskSettings(eval_every="epoch", batch_size=32).eval_interval(1000) == 31  # 1000 / 32 windows
+  assert xtreme.TaskSettings(eval_every="epoch", batch_size=32).eval_interval(5) == 1
+  assert xtreme.TaskSettings().eval_interval(1000) is None
+  with pytest.raises(errors.ConfigError, match="eval_every.*None, a positive integer or 'epoch'"):
+    xtreme.TaskSettings(eval_every="epochs")
+
+
 def test_dev_scores_are_what_the_official_scripts_select_on(tmp_path, monkeypatch):
   """Accuracy for classification; seqeval chunk F1 for tagging (udpos: raw UPOS as chunks, not token accuracy)."""
   dev_score = lambda task, *a: task_kinds.of(XTREME.task(task)).dev_score(*a)  # noqa: E731

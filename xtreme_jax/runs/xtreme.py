@@ -177,8 +177,9 @@ class TaskSettings:
   `seq_len` is the maximum length in subword tokens (QA: of one window of the
   question and the context, windows `doc_stride` tokens apart). `batch_size`
   is the effective (global) batch; `accum_steps` splits it into micro-batches.
-  `eval_every` (updates between dev evaluations; None: only after the last
-  one) and `selection` choose the parameters that predict the test sets
+  `eval_every` (updates between dev evaluations, or "epoch": after every
+  pass over the training windows, as XGLUE's scripts; None: only after the
+  last update) and `selection` choose the parameters that predict the test sets
   (`english_dev`: best English dev score, as the official scripts;
   `mean_dev`: best mean over the dev languages on disk, as XGLUE and FILTER;
   `final`: the last update, as the official QA scripts, which QA models and
@@ -195,8 +196,14 @@ class TaskSettings:
   tagging_context: Optional[int] = None  # default: half of seq_len (64 of 128, as Wu & Dredze)
   optimizer: OptimizerConfig = OptimizerConfig(learning_rate=2e-5, warmup_ratio=0.0, warmup_steps=0,
                                               weight_decay=0.0)
-  eval_every: Optional[int] = None
+  eval_every: Optional[Union[int, str]] = None
   selection: str = "english_dev"
+
+  def eval_interval(self, windows: int) -> Optional[int]:
+    """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
+    if self.eval_every == "epoch":
+      return max(1, round(windows / self.batch_size))
+    return self.eval_every
 
   def __post_init__(self):
     v.require(self, "epochs", v.positive, "a number > 0")
@@ -206,7 +213,8 @@ class TaskSettings:
               f"a multiple of accum_steps ({self.accum_steps})")
     v.require(self, "tagging_context", v.optional(v.non_negative_int), "None or an integer >= 0")
     v.require(self, "optimizer", lambda o: isinstance(o, OptimizerConfig), "an optim.OptimizerConfig")
-    v.require(self, "eval_every", v.optional(v.positive_int), "None or a positive integer")
+    v.require(self, "eval_every", lambda x: x is None or x == "epoch" or v.positive_int(x),
+              "None, a positive integer or 'epoch'")
     v.require(self, "selection", lambda x: x in SELECTIONS, f"one of {SELECTIONS}")
 
 
@@ -607,7 +615,7 @@ class XtremeRunner:
       logging.warning("%s: no dev data for the %s selection; the final model predicts", name, s.selection)
     config = TrainerConfig(train_steps=steps, accum_steps=s.accum_steps, log_every=min(self.settings.log_every, steps),
                            checkpoint_every=steps, keep_checkpoints=1, seed=self.settings.seed,
-                           eval_every=s.eval_every if selection else None,
+                           eval_every=s.eval_interval(len(features)) if selection else None,
                            select_metric=selection["metric"] if selection else None)
     dev = self._dev_sets(task, s, selection) if selection else None  # all data is read before training starts
     run_dir = self.model_dir(name)
