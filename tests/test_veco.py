@@ -243,6 +243,28 @@ def test_veco_pretraining_through_gin_logs_and_lowers_every_objective(tmp_path):
 
 
 @pytest.mark.slow
+def test_veco_pretraining_from_seqio_tasks_through_gin(tmp_path):
+  """The streamed source (`SeqioPairSource`, tests/test_pretraining_streams.py) through the same run mode."""
+  import json
+
+  import gin
+
+  from xtreme_jax import cli
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/veco_pretrain_seqio_sample.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.TRAIN_STEPS=4", "--gin.trainer.TrainerConfig.log_every=1",
+                     # The model, objectives and batch shapes of veco_pretrain_sample.gin (the test above, which
+                     # must run just before: its compiled steps serve this run).
+                     "--gin.trainer.TrainerConfig.progress_bar=False"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  history = json.loads((tmp_path / "summary.json").read_text())["history"]
+  assert len(history) == 4 and all(np.isfinite(h["loss"]) and h["loss"] > 0 for h in history)
+  assert history[0]["cs_loss"] > 0 and history[0]["tlm_loss"] == 0 and history[1]["tlm_loss"] > 0  # monolingual, then bilingual
+
+
+@pytest.mark.slow
 def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
   import dataclasses
 
@@ -283,6 +305,84 @@ def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
   resumed = fit(tmp_path / "b", Crashing(**kw))
   for a, b in zip(jax.tree_util.tree_leaves(straight.params), jax.tree_util.tree_leaves(resumed.params)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.slow
+def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path, monkeypatch, caplog):
+  """The streamed source (tests/test_pretraining_streams.py) resumed by the Trainer from its checkpointed input
+  state; placed after the resume test above, whose compiled steps it reuses."""
+  from test_pretraining_streams import _skips
+
+  from xtreme_jax.data import paths
+  from xtreme_jax.data import pretraining_streams as ps
+  import dataclasses
+  import json
+  import logging
+  import shutil
+
+  import jax
+
+  from xtreme_jax.models.veco import VecoModel
+  from xtreme_jax.networks.config import TransformerConfig
+  from xtreme_jax.training.optim import OptimizerConfig
+  from xtreme_jax.training.partitioning import PartitionConfig
+  from xtreme_jax.training.trainer import Trainer, TrainerConfig
+
+  @dataclasses.dataclass(frozen=True, eq=False)
+  class Crashing(ps.SeqioPairSource):
+    crash_at: int = -1
+
+    def batch(self, position, host_index=0, host_count=1):
+      if position == self.crash_at:
+        raise KeyboardInterrupt("simulated preemption")
+      return super().batch(position, host_index, host_count)
+
+  kw = dict(vocabulary=paths.sample_vocab(), segment_len=12, batch_size=8,
+            monolingual_tasks={lg: f"pretrain_sample_text_{lg}" for lg in ("de", "en", "zh")},
+            parallel_tasks={f"{lg}-en": f"pretrain_sample_parallel_{lg}_en" for lg in ("de", "zh")})
+  # The model and batch shapes of the resume test above: its compiled steps serve this one.
+  config = TransformerConfig(vocab_size=1024, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
+                             max_positions=40, type_vocab_size=1, pad_token_id=1, position_style="roberta")
+
+  def fit(run_dir, source, every=2):
+    trainer = Trainer(VecoModel(config),
+                      OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
+                      TrainerConfig(train_steps=4, checkpoint_every=every, progress_bar=False), PartitionConfig(),
+                      str(run_dir))
+    try:
+      return trainer.fit(source)[0]
+    finally:
+      trainer.checkpointer.close()
+      source.close()
+
+  def same(a, b):
+    for x, y in zip(jax.tree_util.tree_leaves(a.params), jax.tree_util.tree_leaves(b.params)):
+      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+  straight = fit(tmp_path / "a", Crashing(**kw))
+  with pytest.raises(KeyboardInterrupt):
+    fit(tmp_path / "b", Crashing(crash_at=3, **kw))
+  saved = tmp_path / "b" / "checkpoints" / "2" / "input" / "host-0.json"
+  assert json.loads(saved.read_text().split("\n", 1)[1])["position"] == 2
+  skips = _skips(monkeypatch)
+  same(fit(tmp_path / "b", Crashing(**kw)), straight)  # a fresh source, restored from the checkpoint's input state
+  assert skips and not any(skips)
+  # A corrupt input state makes its checkpoint unreadable: the run resumes from the one before; that one has
+  # no input state (as an older version's checkpoint): it resumes by replaying the draws, and says so.
+  with pytest.raises(KeyboardInterrupt):
+    fit(tmp_path / "c", Crashing(crash_at=3, **kw), every=1)
+  newest = tmp_path / "c" / "checkpoints" / "3" / "input" / "host-0.json"
+  newest.write_text(newest.read_text()[:-20])
+  shutil.rmtree(tmp_path / "c" / "checkpoints" / "2" / "input")
+  skips.clear()
+  with caplog.at_level(logging.WARNING):
+    same(fit(tmp_path / "c", Crashing(**kw), every=1), straight)
+  messages = [r.getMessage() for r in caplog.records]
+  assert any("checkpoint at step 3 is unreadable" in m and "checksum mismatch" in m for m in messages)
+  assert [m for m in messages if "no input state" in m] == [
+      "the checkpoint holds no input state (written by an older version): the input resumes at batch 2 by "
+      "replaying the draws and re-reading every stream up to its position"]
+  assert any(skips) and any(p.name.startswith("corrupt-3-") for p in (tmp_path / "c" / "checkpoints").iterdir())
 
 
 class _Vocab:
