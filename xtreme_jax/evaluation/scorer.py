@@ -386,20 +386,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   args = parser.parse_args(argv)
   if args.report and args.benchmark != "xglue":
     raise errors.ConfigError("--report is for --benchmark xglue (the XTREME run mode writes its own report)")
-  if args.benchmark == "xglue":
-    from xtreme_jax.evaluation import xglue_scorer
-    return xglue_scorer.run(args)
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
   out = args.out or default_out(args.predictions)
-  results = score_submission(args.predictions, args.labels, tasks=tasks)
+  if args.benchmark == "xglue":
+    from xtreme_jax.evaluation import xglue_scorer
+    results = xglue_scorer.score_submission(args.predictions, args.labels, args.split, tasks)
+    table, absent = xglue_scorer.format_table(results), "no predictions folder"
+    empty = f"{args.predictions} has no XGLUE task folder ({', '.join(xglue_scorer.XGLUE.task_names)})"
+  else:
+    results = score_submission(args.predictions, args.labels, tasks=tasks)
+    table, absent = format_table(results), "no predictions or labels folder"
+    empty = (f"no task folder is in both {args.predictions} and {args.labels} "
+             "(expected <dir>/<task>/test-<lg>.tsv|json)")
   if not results["tasks"]:
-    raise errors.MissingInputError(f"nothing to score: no task folder is in both {args.predictions} and "
-                                   f"{args.labels} (expected <dir>/<task>/test-<lg>.tsv|json)")
+    raise errors.MissingInputError(f"nothing to score: {empty}")
   atomic.write_json(out, results)
-  print(format_table(results))
+  print(table)
   for task in results["missing_tasks"]:
-    print(f"not scored: {task} (no predictions or labels folder)", file=sys.stderr)
+    print(f"not scored: {task} ({absent})", file=sys.stderr)
   print(f"wrote {out}")
+  if args.report:
+    from xtreme_jax.evaluation import report
+    print(f"report: {report.write_xglue_report(results, args.report)['report.md']}")
   return 0
 
 

@@ -256,23 +256,3 @@ def format_table(results: dict) -> str:
       lines.append(f"{label}: {100 * results[key]:.1f}")
   lines.append("(x100; the JSON holds the official 0-1 scale)")
   return "\n".join(lines)
-
-
-def run(args) -> int:
-  """The `score --benchmark xglue` command (arguments parsed by `scorer.main`)."""
-  tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-  from xtreme_jax.evaluation.scorer import default_out
-  out = args.out or default_out(args.predictions)
-  results = score_submission(args.predictions, args.labels, args.split, tasks)
-  if not results["tasks"]:
-    raise errors.MissingInputError(f"nothing to score: {args.predictions} has no XGLUE task folder "
-                                   f"({', '.join(XGLUE.task_names)})")
-  atomic.write_json(out, results)
-  print(format_table(results))
-  for task in results["missing_tasks"]:
-    print(f"not scored: {task} (no predictions folder)")
-  print(f"wrote {out}")
-  if args.report:
-    from xtreme_jax.evaluation import report
-    print(f"report: {report.write_xglue_report(results, args.report)['report.md']}")
-  return 0
