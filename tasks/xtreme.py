@@ -112,7 +112,7 @@ examples-proportional rates, as concatenating the training sets)
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import seqio
 import tensorflow as tf
@@ -120,7 +120,7 @@ import tensorflow as tf
 from xtreme_jax.data import xtreme_readers as readers
 from xtreme_jax.data import xtreme_translations as translations
 from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
-from xtreme_jax.registry import XTREME
+from xtreme_jax.registry import XTREME, BenchmarkSpec
 
 DATA_DIR_ENV = "XTREME_JAX_DATA_DIR"
 TRANSLATIONS_DIR_ENV = "XTREME_JAX_TRANSLATIONS_DIR"
@@ -216,9 +216,11 @@ FAMILY_FEATURES: dict[str, dict[str, tuple[tf.DType, int]]] = {
                                    "gold_target_id")},
     "tatoeba": {"source": (_S, 1), "target": (_S, 1)},
 }
-_FAMILY_OF_KIND = {"pair_classification": "pair", "tagging": "tagging", "span_qa": "qa", "bitext_mining": "bucc",
-                   "similarity_search": "tatoeba"}
-TASK_FAMILY = {name: _FAMILY_OF_KIND[spec.kind] for name, spec in XTREME.specs.items()}
+# Ranking rows (XGLUE WPR) are pairs with their query group (`metrics.query_groups`).
+FAMILY_FEATURES["ranking"] = {**FAMILY_FEATURES["pair"], "group": (_I, 0)}
+FAMILY_OF_KIND = {"pair_classification": "pair", "ranking": "ranking", "tagging": "tagging", "span_qa": "qa",
+                  "bitext_mining": "bucc", "similarity_search": "tatoeba"}
+TASK_FAMILY = {name: FAMILY_OF_KIND[spec.kind] for name, spec in XTREME.specs.items()}
 # One schema for multi-task mixtures over families: the union plus the task name.
 UNION_FEATURES = {"task": (_S, 0), **{k: v for fam in ("pair", "tagging", "qa")
                                       for k, v in FAMILY_FEATURES[fam].items()}}
@@ -249,7 +251,7 @@ def _tatoeba_rows(data: dict) -> list[dict]:
   return [{"source": list(data["source"]), "target": list(data["target"])}]
 
 
-_ROWS = {"pair": _pair_rows, "tagging": _tagging_rows, "qa": _qa_rows, "bucc": _bucc_rows,
+_ROWS = {"pair": _pair_rows, "ranking": _pair_rows, "tagging": _tagging_rows, "qa": _qa_rows, "bucc": _bucc_rows,
          "tatoeba": _tatoeba_rows}
 _EMPTY = {0: "", 1: []}
 
@@ -281,13 +283,17 @@ class XtremeSource(seqio.FunctionDataSource):
     union_schema: emit `UNION_FEATURES` (multi-task mixtures) instead of the family's features.
     kind: read the `xtreme_translations` file of this kind (translate_train,
       translate_test, pseudo_test) instead of the official layout.
+    benchmark, data_fn: the task's benchmark spec and a function returning the
+      data object read through (`read`, `location`); default XTREME and `data()`.
   """
 
   def __init__(self, task: str, language: str, splits: Sequence[str], train_limit: Optional[int] = None,
-               union_schema: bool = False, kind: Optional[str] = None):
+               union_schema: bool = False, kind: Optional[str] = None, benchmark: BenchmarkSpec = XTREME,
+               data_fn: Optional[Callable] = None):
     self.task, self.language, self.train_limit, self.union_schema = task, language, train_limit, union_schema
     self.kind = kind
-    self.family = TASK_FAMILY[task]
+    self._data = data_fn or data
+    self.family = FAMILY_OF_KIND[benchmark.task(task).kind]
     self.features = UNION_FEATURES if union_schema else FAMILY_FEATURES[self.family]
     self._counts: dict[tuple, int] = {}
     super().__init__(dataset_fn=self._dataset_fn, splits=tuple(splits))
@@ -313,11 +319,11 @@ class XtremeSource(seqio.FunctionDataSource):
     return rows
 
   def _read(self, split: str):
-    return data().read(self.task, self.language, self.kind or split)
+    return self._data().read(self.task, self.language, self.kind or split)
 
   def _file(self, split: str) -> tuple[tuple, str]:
     """(data source, file or TFDS location) read for `split` (the cache key of `num_input_examples`)."""
-    d = data()
+    d = self._data()
     return (d.source, d.data_dir, d.translations_root), d.location(self.task, self.language, self.kind or split)
 
   def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:

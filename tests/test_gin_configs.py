@@ -17,7 +17,7 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/veco_pretrain.gin": ["MONO_DIR='m'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/veco_pretrain_wiki40b.gin": ["VOCAB='v'", "RUN_DIR='r'"],
 }
-XTREME_REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the xtreme_mbert* / xtreme_xlmr_base* experiments
+REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 
 
 @pytest.fixture(autouse=True)
@@ -29,8 +29,8 @@ def clean_gin():
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_parses(experiment):
-  real = experiment.startswith(("experiments/xtreme_mbert", "experiments/xtreme_xlmr"))
-  main.parse_gin([experiment], REQUIRED.get(experiment, XTREME_REAL_DATA if real else []))
+  real = experiment.startswith(tuple(f"experiments/{b}_{m}" for b in ("xtreme", "xglue") for m in ("mbert", "xlmr")))
+  main.parse_gin([experiment], REQUIRED.get(experiment, REAL_DATA if real else []))
   assert gin.query_parameter("%RUN_DIR")
 
 

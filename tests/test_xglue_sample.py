@@ -11,7 +11,9 @@ from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 
 SAMPLE = paths.sample_xglue_dir()
-CASES = [(spec.name, split, lg) for spec in XGLUE.tasks for split, langs in spec.languages.items() for lg in langs]
+# The release (and the sample) has English training data only; other languages' training data is user-supplied.
+CASES = [(spec.name, split, lg) for spec in XGLUE.tasks for split, langs in spec.languages.items() for lg in langs
+         if split != "train" or lg == "en"]
 
 
 def test_sample_dir_is_bundled():

@@ -681,7 +681,7 @@ def test_translate_test_question_ids_must_cover_the_original(tmp_path):
 def test_max_length_is_the_position_table_limit_of_the_layers(tmp_path, monkeypatch):
   """The start-up check uses `layers.max_tokens`, the limit the embeddings enforce (RoBERTa: after the pad id)."""
   from xtreme_jax.networks import layers
-  config = TINY.replace(max_positions=130, position_style="roberta", pad_token_id=1)
+  config = TINY.replace(vocab_size=1024, max_positions=130, position_style="roberta", pad_token_id=1)
   settings = xtreme.FinetuneSettings(tasks={"xnli": xtreme.TaskSettings(seq_len=129)})
   runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, config, paths.sample_vocab(), None, settings, None)
   with pytest.raises(errors.ConfigError, match=r"^xnli: max length 129 exceeds the model's 128 positions"):
@@ -691,7 +691,8 @@ def test_max_length_is_the_position_table_limit_of_the_layers(tmp_path, monkeypa
 
 
 def test_classification_translate_test_on_tfds_is_refused_at_start_up(tmp_path):
-  runner = xtreme.XtremeRunner(str(tmp_path), None, TINY.replace(max_positions=512), paths.sample_vocab(), None,
+  runner = xtreme.XtremeRunner(str(tmp_path), None, TINY.replace(vocab_size=1024, max_positions=512),
+                               paths.sample_vocab(), None,
                                xtreme.FinetuneSettings(setting="translate_test"), None,
                                os.path.join(SAMPLE, "translations"), "tfds")
   with pytest.raises(errors.ConfigError, match=r"^xnli translate_test cannot run on TFDS: .* the TFDS test split "
@@ -704,7 +705,7 @@ def test_classification_translate_test_on_tfds_is_refused_at_start_up(tmp_path):
 
 @pytest.mark.parametrize("binding,message", [
     ("--gin.LABELS_DIR='/nonexistent/labels'", "error: LABELS_DIR /nonexistent/labels does not exist"),
-    ("--gin.TASKS=('xnli', 'xnlii')", "error: unknown task(s) ['xnlii']; valid: ['xnli'"),
+    ("--gin.TASKS=('xnli', 'xnlii')", "error: unknown XTREME task(s) ['xnlii']; valid: ['xnli'"),
     ("--gin.LANGUAGES={'xnli': ['xx']}", "error: xnli: unknown language(s) ['xx']; valid: ['ar'"),
     ("--gin.LANGUAGES={'panx': ['de']}", "error: LANGUAGES names task(s) ['panx'] that are not in TASKS"),
     ("--gin.LANGUAGES={'xnli': ['fr']}", "error: xnli test data for fr not found: expected "),

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Optional
+from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data import xtreme_readers as readers, xtreme_tfds, xtreme_translations as translations
+from xtreme_jax.registry import XTREME, BenchmarkSpec
 
 SOURCES = ("official", "tfds")
 KINDS = translations.KINDS
@@ -45,6 +46,7 @@ class XtremeData:
   source: str = "official"
   data_dir: Optional[str] = None
   translations_dir: Optional[str] = None
+  benchmark: ClassVar[BenchmarkSpec] = XTREME
 
   def __post_init__(self):
     if self.source not in SOURCES:

@@ -599,6 +599,11 @@ def render_xglue_markdown(results: Mapping) -> str:
                                                                  ("average", "Average over the tasks scored"))
             if results.get(key) is not None]
   parts = [f"# XGLUE results ({results.get('split', 'test')})", summary] + (["\n".join(totals)] if totals else [])
+  runs = results.get("runs") or {}
+  if runs:  # which step each model predicts with (the best dev epoch, or the final one)
+    parts += ["## Fine-tuning", finetuning_table(runs)]
+    if _histories(runs):
+      parts.append(f"![fine-tuning loss per model]({LOSS_PLOT})")
   for task, scores in results["tasks"].items():
     label = XGLUE_SCORE_LABEL[XGLUE.task(task).score]
     langs = ordered_languages(None, [lg for lg in scores if lg != "avg"])
@@ -610,10 +615,13 @@ def render_xglue_markdown(results: Mapping) -> str:
 
 
 def write_xglue_report(results: Mapping, out_dir: str) -> dict[str, str]:
-  """`results.json`, `report.md` and `plots/<TASK>.png` (x100) of XGLUE results under `out_dir`, atomically."""
+  """`results.json`, `report.md`, `plots/<TASK>.png` (x100) and, with `results["runs"]`, `plots/loss.png` of
+  XGLUE results under `out_dir`, atomically."""
   from xtreme_jax.registry import XGLUE
   out_dir = fs.abspath(out_dir)
   paths = {}
+  if _histories(results.get("runs") or {}):
+    paths[LOSS_PLOT] = plot_losses(results["runs"], os.path.join(out_dir, LOSS_PLOT))
   for task, scores in results["tasks"].items():
     per_language = {lg: 100 * v for lg, v in scores.items() if lg != "avg" and v is not None}
     if per_language:

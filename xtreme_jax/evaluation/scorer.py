@@ -270,11 +270,10 @@ def _average(per_language: dict[str, dict]) -> dict[str, float]:
 
 
 def _score_task(task: str, pred_dir: str, labels_dir: str) -> dict:
-  suffix = XTREME.task(task).prediction_suffix
   per_language, missing = {}, {}
   for lang in metrics.TASK_LANGUAGES[task]:
-    pred_path = os.path.join(pred_dir, task, f"test-{lang}.{suffix}")
-    label_path = os.path.join(labels_dir, task, f"test-{lang}.{suffix}")
+    pred_path = os.path.join(pred_dir, XTREME.prediction_file(task, lang))
+    label_path = os.path.join(labels_dir, XTREME.prediction_file(task, lang))
     if not fs.isfile(pred_path):
       missing[lang] = "no prediction file"
     elif not fs.isfile(label_path):

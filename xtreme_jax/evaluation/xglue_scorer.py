@@ -52,7 +52,7 @@ DOCSTART = "-DOCSTART-"
 
 
 def prediction_path(pred_dir: str, task: str, language: str) -> str:
-  return os.path.join(pred_dir, task, f"{language}.prediction")
+  return os.path.join(pred_dir, XGLUE.prediction_file(task, language))
 
 
 def _raw_lines(path: str) -> list[str]:
@@ -167,6 +167,26 @@ def _score_qa(spec: TaskSpec, language: str, pred_path: str, gold_path: str) -> 
   if not isinstance(predictions, dict):
     raise SubmissionError(f"{pred_path}: expected a JSON object {{qas_id: answer}}")
   return metrics.mlqa_em_f1(dataset["data"], predictions, language)["f1"] / 100
+
+
+def score_examples(task: str, language: str, examples: Sequence[dict], predicted: Sequence) -> Optional[float]:
+  """The official score (0-1) of `predicted` for `examples` as `xglue_readers.read` gives them: a label per
+  row (a rating for WPR, grouped by the rows' `group`), a tag list per sentence (padded with O when shorter),
+  or {question id: answer} (MLQA). The semantics of `score_file`, for in-memory data (seqio `metric_fns`)."""
+  spec = XGLUE.task(task)
+  if spec.kind == "span_qa":
+    questions = [{"id": ex["id"], "answers": [{"text": t} for t in ex["answers"]["text"]]} for ex in examples]
+    return metrics.mlqa_em_f1([{"paragraphs": [{"qas": questions}]}], dict(predicted), language)["f1"] / 100
+  if len(predicted) != len(examples):
+    raise SubmissionError(f"{task} {language}: {len(predicted)} predictions for {len(examples)} examples")
+  if spec.kind == "tagging":
+    padded = [list(p) + ["O"] * (len(ex["tags"]) - len(p)) for p, ex in zip(predicted, examples)]
+    scores = metrics.chunk_scores(padded, [ex["tags"] for ex in examples])
+    return scores["precision"] if spec.score == "precision" else scores["f1"]
+  if spec.kind == "ranking":
+    return metrics.grouped_ndcg([ex["group"] for ex in examples], [float(ex["label"]) for ex in examples],
+                                [float(p) for p in predicted])
+  return sum(int(p == ex["label"]) for p, ex in zip(predicted, examples)) / len(examples)
 
 
 def score_file(task: str, language: str, pred_path: str, gold_path: str) -> Optional[float]:

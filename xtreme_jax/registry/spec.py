@@ -44,7 +44,7 @@ class TaskSpec:
   tfds_builder: the TFDS builder holding the same data (None: none).
   files: split (`*`: any) -> the path of a split's file under the dataset
     root, `{lg}` and `{split}` filled in (benchmarks whose readers take their
-    layout from the spec).
+    layout from the spec); a key `split:lg` overrides it for one language.
   """
 
   name: str
@@ -67,7 +67,7 @@ class TaskSpec:
 
   def file(self, split: str, language: str) -> str:
     """The path of (split, language) under the dataset root (`files`)."""
-    template = self.files.get(split, self.files.get("*"))
+    template = self.files.get(f"{split}:{language}", self.files.get(split, self.files.get("*")))
     if template is None:
       raise errors.ConfigError(f"{self.benchmark} {self.name} has no file layout for split {split!r}")
     return template.format(lg=language, split=split)
@@ -89,7 +89,10 @@ class BenchmarkSpec:
   (e.g. XTREME's SQuAD, the training data of XQuAD and MLQA). Scores are on
   `scale` (100: percentages); a task's score is the mean over its test
   languages, a category's the mean of its tasks', the overall score the mean
-  over every task.
+  over every task. `settings` are the fine-tuning settings its runs allow
+  (`runs/xtreme.py`); `submission_file` is a prediction file's path in a
+  submission, `{task}`, `{lg}` and `{suffix}` (`TaskSpec.prediction_suffix`)
+  filled in.
   """
 
   name: str
@@ -97,6 +100,8 @@ class BenchmarkSpec:
   extra_tasks: tuple = ()
   categories: Mapping[str, tuple] = dataclasses.field(default_factory=dict)
   scale: float = 100.0
+  settings: tuple = ("zero_shot",)
+  submission_file: str = "{task}/test-{lg}.{suffix}"
 
   def __post_init__(self):
     names = [t.name for t in (*self.tasks, *self.extra_tasks)]
@@ -121,6 +126,10 @@ class BenchmarkSpec:
     if name not in specs:
       raise errors.ConfigError(f"unknown {self.name.upper()} task {name!r}; valid tasks: {', '.join(specs)}")
     return specs[name]
+
+  def prediction_file(self, task: str, language: str) -> str:
+    """The path of `task`'s prediction for `language` inside a submission folder."""
+    return self.submission_file.format(task=task, lg=language, suffix=self.task(task).prediction_suffix)
 
   def where(self, **facts) -> tuple:
     """Names of the evaluated tasks whose spec has these attribute values, e.g. `where(kind="span_qa")`."""

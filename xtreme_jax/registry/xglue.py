@@ -6,6 +6,14 @@ order its per-task averages are summed in. Task names are the official ones
 (folder names of the dataset and of a submission). `files` are the layout's
 paths under the dataset root, `{lg}` / `{split}` filled in (`*`: any split).
 Generation (QG, NTG) comes with the generation work.
+
+Training data: the release ships English only. Every language of a task may
+have a training split here: the pivot-language and multi-language settings
+(the XGLUE paper's Tables 5-8, trained on machine-translated training data)
+read a language's training data from the English file's path with that
+language's code (`NC/xglue.nc.de.train`, `XNLI/multinli.train.de.tsv`,
+`PAWSX/de/train.tsv`, `MLQA/squad1.1/train-v1.1.de.json`, ...); whether it
+is there is looked up on disk.
 """
 
 from __future__ import annotations
@@ -20,12 +28,11 @@ QADSM_LABELS = ("Bad", "Good")
 QAM_LABELS = ("0", "1")
 WPR_LABELS = ("0", "1", "2", "3", "4")  # relevance ratings
 
-EN = ("en",)
 
 
 def _task(name: str, test: str, kind: str, files: dict, **facts) -> TaskSpec:
   langs = tuple(test.split())
-  return TaskSpec(name=name, benchmark="xglue", languages={"train": EN, "dev": langs, "test": langs}, kind=kind,
+  return TaskSpec(name=name, benchmark="xglue", languages={"train": langs, "dev": langs, "test": langs}, kind=kind,
                   category="understanding", files=files, **facts)
 
 
@@ -38,15 +45,16 @@ NC = _task("NC", "de en es fr ru", "pair_classification", {"*": "NC/xglue.nc.{lg
 MLQA = _task("MLQA", "ar de en es hi vi zh", "span_qa",
              # train: SQuAD v1.1 where Data_Format.txt lists it (`squad1.1/`, in the task folder; not checked
              # against the real archive); dev / test: where the official scorer reads them.
-             {"train": "MLQA/squad1.1/train-v1.1.json",
+             {"train:en": "MLQA/squad1.1/train-v1.1.json", "train": "MLQA/squad1.1/train-v1.1.{lg}.json",
               "*": "MLQA/MLQA_V1/{split}/{split}-context-{lg}-question-{lg}.json"},
              score="f1", train=("MLQA", "en", "train"), model="MLQA", prediction_suffix="json", by_position=False)
-XNLI = TaskSpec(name="XNLI", benchmark="xglue", languages={"train": EN, "dev": XNLI_LANGS, "test": XNLI_LANGS},
+XNLI = TaskSpec(name="XNLI", benchmark="xglue",
+                languages={"train": XNLI_LANGS, "dev": XNLI_LANGS, "test": XNLI_LANGS},
                 kind="pair_classification", category="understanding", labels=XNLI_LABELS,
                 train=("XNLI", "en", "train"), model="XNLI",
-                files={"train": "XNLI/multinli.train.en.tsv", "*": "XNLI/{lg}.{split}"})
+                files={"train": "XNLI/multinli.train.{lg}.tsv", "*": "XNLI/{lg}.{split}"})
 PAWSX = _task("PAWSX", "de en es fr", "pair_classification",
-              {"train": "PAWSX/en/train.tsv", "*": "PAWSX/{lg}/{split}_2k.tsv"}, labels=PAWSX_LABELS,
+              {"train": "PAWSX/{lg}/train.tsv", "*": "PAWSX/{lg}/{split}_2k.tsv"}, labels=PAWSX_LABELS,
               train=("PAWSX", "en", "train"), model="PAWSX")
 QADSM = _task("QADSM", "de en fr", "pair_classification", {"*": "QADSM/xglue.qadsm.{lg}.{split}"},
               labels=QADSM_LABELS, train=("QADSM", "en", "train"), model="QADSM")
@@ -59,4 +67,6 @@ XGLUE = BenchmarkSpec(
     name="xglue",
     tasks=(NER, POS, NC, MLQA, XNLI, PAWSX, QADSM, WPR, QAM),
     categories={"understanding": ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM")},
-    scale=1.0)
+    scale=1.0,
+    settings=("zero_shot", "pivot_language", "multi_language"),
+    submission_file="{task}/{lg}.prediction")

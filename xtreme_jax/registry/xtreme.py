@@ -74,4 +74,6 @@ XTREME = BenchmarkSpec(
     extra_tasks=(SQUAD,),
     categories={"classification": ("xnli", "pawsx"), "structured_prediction": ("udpos", "panx"),
                 "qa": ("xquad", "mlqa", "tydiqa"), "retrieval": ("bucc2018", "tatoeba")},
-    scale=100.0)
+    scale=100.0,
+    settings=("zero_shot", "in_language", "in_language_fewshot", "in_language_multi", "translate_train",
+              "translate_train_all", "translate_test"))

@@ -120,12 +120,13 @@ from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translation
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.sources import FeatureListSource
 from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.registry import XTREME
+from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
@@ -136,11 +137,25 @@ from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 
 TASKS = XTREME.task_names
-RETRIEVAL_TASKS = tuple(t.name for t in XTREME.tasks if not t.fine_tuned)
-FINETUNED = tuple(dict.fromkeys(t.model for t in XTREME.tasks if t.fine_tuned))  # settings keys
+
+
+def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:
+  """The benchmark's tasks that are not fine-tuned (XTREME's BUCC and Tatoeba: `RetrievalSettings` keys)."""
+  return tuple(t.name for t in benchmark.tasks if not t.fine_tuned)
+
+
+def finetuned_models(benchmark: BenchmarkSpec) -> tuple:
+  """The benchmark's fine-tuned models (`TaskSettings` keys; tasks with the same training data share one)."""
+  return tuple(dict.fromkeys(t.model for t in benchmark.tasks if t.fine_tuned))
+
+
+RETRIEVAL_TASKS = retrieval_tasks(XTREME)
+FINETUNED = finetuned_models(XTREME)  # XTREME's settings keys
 IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
 TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
-SETTINGS = ("zero_shot", "in_language", "in_language_fewshot", "in_language_multi") + TRANSLATION_SETTINGS
+# Every benchmark's settings (`BenchmarkSpec.settings`; a run allows its benchmark's only).
+SETTINGS = tuple(dict.fromkeys(s for b in BENCHMARKS.values() for s in b.settings))
+DATA = {"xtreme": XtremeData, "xglue": XglueData}  # benchmark -> its data class (read / available / location)
 # Task -> reader task whose translations are its translate-train data (xquad / mlqa: SQuAD).
 TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.translate_train}
 TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
@@ -149,18 +164,27 @@ SELECTIONS = ("english_dev", "mean_dev", "final")
 HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, mean loss] points
 
 
-def outputs(setting: str) -> dict[str, str]:
-  """Names of one setting's outputs in the run directory (zero_shot: `submission`, `scores.json`, `report`)."""
-  suffix = "" if setting == "zero_shot" else f"-{setting}"
+def outputs(setting: str, split: str = "test") -> dict[str, str]:
+  """Names of one setting's outputs in the run directory (zero_shot: `submission`, `scores.json`, `report`;
+  predictions of the dev split, XGLUE's SPLIT='dev': `submission-dev`, ...)."""
+  suffix = ("" if split == "test" else f"-{split}") + ("" if setting == "zero_shot" else f"-{setting}")
   return {"submission": f"submission{suffix}", "scores": f"scores{suffix}.json", "report": f"report{suffix}",
           "pseudo_submission": f"submission-{setting}-pseudo", "pseudo_scores": f"scores-{setting}-pseudo.json"}
 
 
+def setting_label(setting: str, pivot_language: str = "en") -> str:
+  """The setting's name in output names: pivot_language runs are kept apart per pivot (`pivot_language-de`)."""
+  return f"{setting}-{pivot_language}" if setting == "pivot_language" else setting
+
+
+_LABELS = set(SETTINGS) | {setting_label("pivot_language", lg) for b in BENCHMARKS.values() for t in b.tasks
+                           for lg in t.languages.get("train", ())}
 # Everything the benchmark writes into its run directory: a directory made before runs were claimed holds them.
 RUN_ENTRIES = frozenset(
     {"models", "runs.json", "config.gin", "pseudo-labels"}
-    | {name for s in SETTINGS for name in outputs(s).values()}
-    | {outputs(s)[k] + ".records.json" for s in SETTINGS for k in ("submission", "pseudo_submission")})
+    | {name for s in _LABELS for sp in ("test", "dev") for name in outputs(s, sp).values()}
+    | {outputs(s, sp)[k] + ".records.json" for s in _LABELS for sp in ("test", "dev")
+       for k in ("submission", "pseudo_submission")})
 
 
 # -- settings ----------------------------------------------------------------
@@ -264,12 +288,21 @@ def official_layer(task: str, num_layers: int) -> int:
 class FinetuneSettings:
   """The run's setting and every task's recipe.
 
-  `tasks` maps each fine-tuned task (`FINETUNED`: xnli, pawsx, udpos, panx,
-  squad (the model of XQuAD and MLQA), tydiqa) to its `TaskSettings` and each
-  retrieval task (bucc2018, tatoeba) to its `RetrievalSettings`; a task not
-  given gets the defaults. After fine-tuning, the first
-  `train_accuracy_examples` training examples (None: all) are predicted once
-  to measure the training accuracy.
+  `tasks` maps each fine-tuned model (`finetuned_models`; XTREME: xnli,
+  pawsx, udpos, panx, squad (the model of XQuAD and MLQA), tydiqa; XGLUE: its
+  nine task names) to its `TaskSettings` and each retrieval task (bucc2018,
+  tatoeba) to its `RetrievalSettings`; a task not given gets the defaults.
+  After fine-tuning, the first `train_accuracy_examples` training examples
+  (None: all) are predicted once to measure the training accuracy.
+
+  Settings of the benchmark (`BenchmarkSpec.settings`; the module doc has
+  XTREME's): `pivot_language` trains each task on the training data of
+  `pivot_language` (XGLUE's pivot-language tables; `en` is zero_shot) and
+  `multi_language` on the training data of `train_languages` (None: every
+  language of the task with training data on disk) at once, each language's
+  examples drawn in proportion to `language_rates` ({language: weight};
+  None: to its number of examples, i.e. the concatenated sets): a language
+  is repeated or cut to its share of the concatenation's size.
   """
 
   setting: str = "zero_shot"  # one of SETTINGS
@@ -277,14 +310,24 @@ class FinetuneSettings:
   seed: int = 0
   log_every: int = 50
   train_accuracy_examples: Optional[int] = 2000
+  pivot_language: str = "en"
+  train_languages: Optional[Sequence[str]] = None
+  language_rates: Optional[Mapping[str, float]] = None
 
   def __post_init__(self):
     v.require(self, "setting", lambda x: x in SETTINGS, f"one of {SETTINGS}")
     v.require(self, "tasks", lambda x: isinstance(x, Mapping), "a dict {task: settings}")
     v.require(self, "train_accuracy_examples", v.optional(v.positive_int), "None or a positive integer")
-    unknown = sorted(set(self.tasks) - set(FINETUNED) - set(RETRIEVAL_TASKS))
-    _require(not unknown, f"FinetuneSettings.tasks: unknown key(s) {unknown}; valid: "
-             f"{list(FINETUNED + RETRIEVAL_TASKS)} (XQuAD and MLQA fine-tune the 'squad' model)")
+    v.require(self, "pivot_language", lambda x: isinstance(x, str) and bool(x), "a language code, e.g. 'de'")
+    v.require(self, "train_languages", lambda x: x is None or (not isinstance(x, str) and len(x) > 0 and all(
+        isinstance(lg, str) for lg in x)), "None or a non-empty list of language codes")
+    v.require(self, "language_rates", lambda x: x is None or (isinstance(x, Mapping) and all(
+        isinstance(r, (int, float)) and r > 0 for r in x.values())), "None or a dict {language: weight > 0}")
+    keys = {k for b in BENCHMARKS.values() for k in finetuned_models(b) + retrieval_tasks(b)}
+    unknown = sorted(set(self.tasks) - keys)
+    _require(not unknown, f"FinetuneSettings.tasks: unknown key(s) {unknown}; valid: XTREME "
+             f"{list(FINETUNED + RETRIEVAL_TASKS)} (XQuAD and MLQA fine-tune the 'squad' model), XGLUE "
+             f"{list(finetuned_models(XGLUE))}")
     for key, value in self.tasks.items():
       want = RetrievalSettings if key in RETRIEVAL_TASKS else TaskSettings
       _require(isinstance(value, want), f"FinetuneSettings.tasks[{key!r}] is a {type(value).__name__}; "
@@ -298,14 +341,15 @@ class FinetuneSettings:
     return self.tasks.get(task, RetrievalSettings())
 
 
-def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[Sequence[str]]) -> list[str]:
-  """The requested languages, or every benchmark language whose test set is available.
+def test_languages(task: str, data: Union[str, XtremeData, XglueData], languages: Optional[Sequence[str]],
+                   split: str = "test") -> list[str]:
+  """The requested languages, or every benchmark language whose `split` (test, or XGLUE's dev) is available.
 
-  `data`: an `XtremeData`, or the official `download/` folder.
+  `data`: an `XtremeData` / `XglueData`, or XTREME's official `download/` folder.
   """
   if isinstance(data, str):
     data = XtremeData("official", data)
-  valid = readers.TASKS[task].languages["test"]
+  valid = data.benchmark.task(task).test_languages
   _require(not (data.source == "tfds" and task == "bucc2018"),
            "bucc2018 cannot run on TFDS: the `bucc` builder holds only the gold pairs, not the corpora "
            "BUCC mines from; drop it from TASKS or use DATA_SOURCE='official'")
@@ -316,10 +360,10 @@ def test_languages(task: str, data: Union[str, XtremeData], languages: Optional[
     _require(not unknown, f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
     _require(bool(languages), f"LANGUAGES[{task!r}] is empty; drop {task} from TASKS instead")
     return list(languages)
-  found = [lg for lg in valid if data.available(task, lg, "test")]
+  found = [lg for lg in valid if data.available(task, lg, split)]
   if not found:
-    raise errors.MissingInputError(f"{task}: no test set for any language in the {data.source} data at "
-                                   f"{data.data_dir} (expected e.g. {data.location(task, valid[0], 'test')})")
+    raise errors.MissingInputError(f"{task}: no {split} set for any language in the {data.source} data at "
+                                   f"{data.data_dir} (expected e.g. {data.location(task, valid[0], split)})")
   return found
 
 
@@ -418,20 +462,28 @@ class PredictionRecords:
 # -- one task ----------------------------------------------------------------
 
 class XtremeRunner:
-  """Fine-tunes, predicts and writes the submission for the configured tasks."""
+  """Fine-tunes, predicts and writes the submission for the configured tasks of one benchmark.
+
+  `benchmark`: "xtreme" or "xglue" (`registry.BENCHMARKS`); every task fact
+  (languages, kind, labels, model, submission file) comes from its specs.
+  `split`: the split predicted (XTREME: test; XGLUE: test or dev).
+  """
 
   def __init__(self, run_dir, data_dir, config, vocabulary, init_checkpoint, settings, partition,
                translations_dir: Optional[str] = None, data_source: str = "official",
-               resume_overrides: Optional[Mapping] = None):
+               resume_overrides: Optional[Mapping] = None, benchmark: str = "xtreme", split: str = "test"):
     self.run_dir, self.data_dir, self.config = run_dir, data_dir, config
-    self.data = XtremeData(data_source, data_dir, translations_dir)
+    self.data = DATA[benchmark](data_source, data_dir, translations_dir)
+    self.benchmark: BenchmarkSpec = self.data.benchmark
+    self.split = split
     self.translations_dir = self.data.translations_root
     self.vocabulary = fs.abspath(paths.resolve(data_dir, vocabulary))
     self.vocab = load_vocabulary(self.vocabulary)
     self.init_checkpoint = fs.abspath(init_checkpoint) if init_checkpoint else None
     self.settings, self.partition = settings, partition
     self.resume_overrides = resume_overrides
-    named = {k: os.path.join(run_dir, name) for k, name in outputs(settings.setting).items()}
+    label = setting_label(settings.setting, settings.pivot_language)
+    named = {k: os.path.join(run_dir, name) for k, name in outputs(label, split).items()}
     self.submission, self.pseudo_submission = named["submission"], named["pseudo_submission"]
     self.scores_path, self.report_dir = named["scores"], named["report"]
     self.pseudo_scores_path = named["pseudo_scores"]
@@ -454,9 +506,12 @@ class XtremeRunner:
       self._records[directory] = PredictionRecords(directory)
     return self._records[directory]
 
+  def spec(self, task: str):
+    """The registry's `TaskSpec` of `task` in this run's benchmark."""
+    return self.benchmark.task(task)
+
   def prediction_path(self, task: str, language: str, directory: Optional[str] = None) -> str:
-    suffix = XTREME.task(task).prediction_suffix
-    return os.path.join(directory or self.submission, task, f"test-{language}.{suffix}")
+    return os.path.join(directory or self.submission, self.benchmark.prediction_file(task, language))
 
   def _write_prediction(self, task: str, language: str, split: str, text: str,
                         directory: Optional[str] = None) -> str:
@@ -479,7 +534,7 @@ class XtremeRunner:
     English + every translation on disk; translate_test: English (the zero-shot
     model). Tasks without translations stay zero-shot.
     """
-    spec, setting = XTREME.task(task), self.settings.setting
+    spec, setting = self.spec(task), self.settings.setting
     if setting in TRANSLATION_SETTINGS:
       src = TRANSLATE_TRAIN_SOURCE.get(task)
       if setting == "translate_test" or src is None:
@@ -493,9 +548,16 @@ class XtremeRunner:
         return spec.model, (spec.train,), None
       return (f"{spec.model}_translate_train_{language}",
               (spec.train, (src, language, "translate_train")), None)
-    if setting == "zero_shot" or task not in IN_LANGUAGE_TASKS:
+    if setting == "pivot_language" and self.settings.pivot_language != spec.train[1]:
+      pivot = self.settings.pivot_language
+      return f"{spec.model}_pivot_{pivot}", ((spec.train[0], pivot, "train"),), None
+    if setting == "multi_language":
+      langs = self.settings.train_languages or [lg for lg in self.spec(spec.train[0]).languages.get("train", ())
+                                                if self.available(spec.train[0], lg, "train")]
+      return (f"{spec.model}_multi_language", tuple((spec.train[0], lg, "train") for lg in langs), None)
+    if setting in ("zero_shot", "pivot_language", "multi_language") or task not in IN_LANGUAGE_TASKS:
       return spec.model, (spec.train,), None
-    train_langs = readers.TASKS[task].languages["train"]
+    train_langs = spec.languages["train"]
     if setting == "in_language_multi":
       return f"{task}_all", tuple((task, lg, "train") for lg in train_langs
                                   if self.available(task, lg, "train")), None
@@ -508,6 +570,8 @@ class XtremeRunner:
     """The split predicted for `language`: test, translate_test (translate_test setting) or pseudo_test."""
     if pseudo:
       return "pseudo_test"
+    if self.split != "test":
+      return self.split
     if (self.settings.setting == "translate_test" and task in TRANSLATE_TEST_TASKS
         and language in translations.languages(task, "translate_test")):
       return "translate_test"
@@ -539,11 +603,11 @@ class XtremeRunner:
   def selection(self, task: str) -> Optional[dict]:
     """How `task`'s models choose the parameters that predict: {"criterion", "metric" (the evaluator's key),
     "dev": ((task, language, "dev"), ...)}; None for the final model (`final`, QA, no dev data on disk)."""
-    spec = XTREME.task(task)
+    spec = self.spec(task)
     kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
     if s.selection == "final" or kind.selection is None:
       return None
-    dev = readers.TASKS[task].languages.get("dev", ())
+    dev = spec.languages.get("dev", ())
     wanted = ("en",) if s.selection == "english_dev" else dev
     langs = [lg for lg in wanted if lg in dev and self.available(task, lg, "dev")]
     if not langs:
@@ -559,16 +623,18 @@ class XtremeRunner:
     The optimizer is a top-level key, as in `runs/train.py`, so that
     RESUME_OVERRIDES ({"optimizer": {...}}) address it the same way.
     """
-    task_spec = XTREME.task(task)
+    task_spec = self.spec(task)
     s = self.settings.recipe(task_spec.model)
     settings = {k: v for k, v in describe(s).items() if k != "optimizer"}
-    spec = {"mode": "xtreme-finetune", "model": describe(task_kinds.of(task_spec).model(task_spec, self.config)),
-            "train": sources,
+    spec = {"mode": f"{self.benchmark.name}-finetune",
+            "model": describe(task_kinds.of(task_spec).model(task_spec, self.config)), "train": sources,
             "limit": limit, "settings": {**settings, "seed": self.settings.seed}, "optimizer": describe(s.optimizer),
             "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
             "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
     if self.data.source != "official":
       spec["data_source"] = self.data.source
+    if self.language_rates(sources):
+      spec["language_rates"] = self.language_rates(sources)
     if any(src[2] in TRANSLATION_KINDS for src in sources):
       spec["translations"] = [self.data.location(*src) for src in sources if src[2] in TRANSLATION_KINDS]
     return spec
@@ -594,7 +660,7 @@ class XtremeRunner:
   def finetuned(self, task: str, language: str):
     """(trainer, params) of the model `task` uses for `language` (one model in memory at a time)."""
     name, sources, limit = self.training_set(task, language)
-    self.models.setdefault(name, XTREME.task(task).model)
+    self.models.setdefault(name, self.spec(task).model)
     if self._model_in_memory[0] != name:
       self._model_in_memory = (None, None)  # free the previous model first
       self._model_in_memory = (name, self._finetune(task, name, sources, limit))
@@ -603,9 +669,9 @@ class XtremeRunner:
   def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
     """Train (or resume, or reload when finished) `name` in its own run directory; (trainer, the parameters
     `selection` chose: the best on dev, or the final ones)."""
-    spec = XTREME.task(task)
+    spec = self.spec(task)
     kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
-    examples = [ex for src in sources for ex in self.read(*src)[:limit]]
+    examples = self.training_examples(sources, limit)
     features, owners = kind.features(spec, examples, self.vocab, s, training=True)
     source = FeatureListSource(features, s.batch_size, self.settings.seed, weight_keys=(kind.weight_key,),
                                model_keys=kind.model_keys)
@@ -636,6 +702,30 @@ class XtremeRunner:
         trainer.close()
     return trainer, state.params if best is None else best
 
+  def language_rates(self, sources: tuple) -> Optional[dict]:
+    """{language: weight} of a multi-language model with `FinetuneSettings.language_rates` (None otherwise)."""
+    rates = self.settings.language_rates
+    if self.settings.setting != "multi_language" or rates is None or len(sources) < 2:
+      return None
+    return {lg: float(rates.get(lg, 0.0)) for _, lg, _ in sources}
+
+  def training_examples(self, sources: tuple, limit: Optional[int]) -> list[dict]:
+    """The training examples of `sources` (each cut to `limit`), concatenated; with `language_rates`, each
+    language's share of the concatenation's size is its weight's share, its examples repeated in order or
+    cut (a deterministic sample of the mixture, so that a resumed run sees the same data)."""
+    parts = [self.read(*src)[:limit] for src in sources]
+    rates = self.language_rates(sources)
+    if rates is None:
+      return [ex for part in parts for ex in part]
+    total, weight = sum(len(p) for p in parts), sum(rates.values())
+    _require(weight > 0, f"FinetuneSettings.language_rates {self.settings.language_rates} gives no training "
+             f"language of {[src[1] for src in sources]} a weight")
+    out = []
+    for (_, lg, _), part in zip(sources, parts):
+      share = round(total * rates[lg] / weight)
+      out += [part[i % len(part)] for i in range(share)] if part else []
+    return out
+
   def _overrides(self, name: str) -> Optional[dict]:
     """`resume_overrides` as RunDirectory overrides when model `name` is being resumed (its directory holds an
     unfinished run), else None: finished models and new ones keep their configured optimizer."""
@@ -654,7 +744,7 @@ class XtremeRunner:
     dev = []
     for _, lg, split in selection["dev"]:
       examples = self.read(task, lg, split)
-      spec = XTREME.task(task)
+      spec = self.spec(task)
       dev.append((lg, examples, *task_kinds.of(spec).features(spec, examples, self.vocab, s, training=False)))
     return dev
 
@@ -662,7 +752,7 @@ class XtremeRunner:
                  params: Any) -> dict[str, float]:
     """The `Trainer.fit` evaluator (`params` bound last): {metric: the mean dev score, metric/<lg>: each
     language's (when several)}, predicted with the step the test predictions use (compiled once)."""
-    spec = XTREME.task(task)
+    spec = self.spec(task)
     kind = task_kinds.of(spec)
     scores = {lg: kind.dev_score(examples, self._decode(spec, s, trainer, params, examples, features, owners))
               for lg, examples, features, owners in dev}
@@ -751,7 +841,7 @@ class XtremeRunner:
     groups: dict[str, list[str]] = {}
     for lg in languages:
       name = self.training_set(task, lg)[0]
-      self.models.setdefault(name, XTREME.task(task).model)
+      self.models.setdefault(name, self.spec(task).model)
       made_by = self.made_by(task, lg, self.test_split(task, lg, pseudo))
       if not self.records(directory).up_to_date(self.prediction_path(task, lg, directory), made_by):
         groups.setdefault(name, []).append(lg)
@@ -767,7 +857,7 @@ class XtremeRunner:
 
   def predict_language(self, task: str, language: str, pseudo: bool = False) -> str:
     """Predicts the test set of `language` (the translated / pseudo one where the setting says so); its path."""
-    spec = XTREME.task(task)
+    spec = self.spec(task)
     kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
     split = self.test_split(task, language, pseudo)
     examples = self.read(task, language, split)
@@ -791,7 +881,7 @@ class XtremeRunner:
     """The gold of a pseudo test set in the leaderboard labels layout (under `pseudo_labels`)."""
     examples = self.read(task, language, "pseudo_test")
     path = self.prediction_path(task, language, self.pseudo_labels)
-    if XTREME.task(task).prediction_suffix == "json":  # QA: the labels hold the SQuAD JSON
+    if self.spec(task).prediction_suffix == "json":  # QA: the labels hold the SQuAD JSON
       source = translations.translation_path(task, self.translations_dir, language, "pseudo_test")
       gold = json.dumps(json.loads(text.read_utf8(source)), ensure_ascii=False)  # the SQuAD JSON, as labels hold it
     else:
@@ -878,6 +968,8 @@ class XtremeRunner:
   def write_manifests(self, *folders: str) -> None:
     """Record the data source (official or TFDS order) in each existing prediction / label folder."""
     from xtreme_jax.evaluation import scorer
+    if self.benchmark is not XTREME:  # the manifest records XTREME's TFDS-or-official order
+      return
     for folder in folders:
       if jax.process_index() == 0 and fs.isdir(folder):
         scorer.write_manifest(folder, self.data.source)
@@ -915,7 +1007,7 @@ def _check_overrides(runner: XtremeRunner) -> None:
     return
   _require(isinstance(overrides, Mapping), f"RESUME_OVERRIDES={overrides!r}; expected None or a dict of optimizer "
            "settings, e.g. {'learning_rate': 1e-5}")
-  for key in FINETUNED:  # unknown keys, or max_grad_norm switched on / off: before any directory is touched
+  for key in finetuned_models(runner.benchmark):  # unknown keys, max_grad_norm switched on / off: checked early
     runner.settings.recipe(key).optimizer.with_overrides(dict(overrides))
 
 
@@ -923,6 +1015,10 @@ def _check_labels(runner: XtremeRunner, tasks: Sequence[str], labels_dir: Option
   """LABELS_DIR exists and, for tasks scored line by line, holds labels in the order the data source predicts."""
   from xtreme_jax.evaluation import scorer
   if not labels_dir:
+    return
+  if runner.benchmark is XGLUE:
+    _require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected the XGLUE ground truth: "
+             "the dataset layout with labelled files, e.g. the xglue_full_dataset folder for SPLIT='dev')")
     return
   if not fs.isdir(labels_dir):
     raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
@@ -938,39 +1034,78 @@ def _check_labels(runner: XtremeRunner, tasks: Sequence[str], labels_dir: Option
 def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Mapping],
               labels_dir: Optional[str]) -> dict[str, list[str]]:
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
-  _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('xnli',)")
-  _require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {list(TASKS)}")
-  unknown = sorted(set(tasks) - set(TASKS))
-  _require(not unknown, f"unknown task(s) {unknown}; valid: {list(TASKS)}")
+  bench = runner.benchmark
+  valid = list(bench.task_names)
+  _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('{valid[0]}',)")
+  _require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {valid}")
+  unknown = sorted(set(tasks) - set(valid))
+  _require(not unknown, f"unknown {bench.name.upper()} task(s) {unknown}; valid: {valid}")
+  setting = runner.settings.setting
+  _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
+           f"{list(bench.settings)}")
+  keys = set(finetuned_models(bench) + retrieval_tasks(bench))
+  foreign = sorted(set(runner.settings.tasks) - keys)
+  _require(not foreign, f"FinetuneSettings.tasks names {foreign}, not {bench.name.upper()} models; valid: "
+           f"{sorted(keys)}")
   _require(languages is None or isinstance(languages, Mapping),
            f"LANGUAGES={languages!r}; expected None or a dict {{task: [language, ...]}}")
   extra = sorted(set(languages or {}) - set(tasks))
   _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
   _check_labels(runner, tasks, labels_dir)
   _check_overrides(runner)
+  _check_training_languages(runner, tasks)
   config, longest = runner.config, layers.max_tokens(runner.config)  # RoBERTa positions start after pad
+  _require(runner.vocab.vocab_size <= config.vocab_size, f"the vocabulary {runner.vocabulary} has "
+           f"{runner.vocab.vocab_size} ids but the model's vocab_size is {config.vocab_size}; raise vocab_size in "
+           "the model preset")
   for task in tasks:
     if task in RETRIEVAL_TASKS:
       layer, seq_len = runner.retrieval_layer(task), runner.settings.retrieval(task).seq_len
       _require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
                f"layers are 0 (embeddings) .. {config.num_layers}")
     else:
-      seq_len = runner.settings.recipe(XTREME.task(task).model).seq_len
+      seq_len = runner.settings.recipe(runner.spec(task).model).seq_len
     _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
              f"(max_positions={config.max_positions}); lower the task's seq_len")
-  plan = {t: test_languages(t, runner.data, (languages or {}).get(t)) for t in tasks}
+  plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}
+  if labels_dir and bench is XGLUE:  # the official task average is over every language of the task
+    partial = {t: [lg for lg in runner.spec(t).test_languages if lg not in langs] for t, langs in plan.items()}
+    partial = {t: lgs for t, lgs in partial.items() if lgs}
+    _require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
+             "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
   for task, langs in plan.items():
     for lg in langs:
       runner.check_inputs(task, lg)
   return plan
 
 
+def _check_training_languages(runner: XtremeRunner, tasks: Sequence[str]) -> None:
+  """The pivot language / training languages / language rates name languages with training data."""
+  s = runner.settings
+  if s.setting not in ("pivot_language", "multi_language"):
+    return
+  for task in tasks:
+    spec = runner.spec(task)
+    valid = runner.spec(spec.train[0]).languages.get("train", ())
+    wanted = [s.pivot_language] if s.setting == "pivot_language" else list(s.train_languages or [])
+    wanted += list(s.language_rates or {}) if s.setting == "multi_language" else []
+    unknown = sorted(set(wanted) - set(valid))
+    _require(not unknown, f"{task}: training language(s) {unknown} are not languages of the task; valid: "
+             f"{' '.join(valid)}")
+    if s.setting == "multi_language":
+      sources = runner.training_set(task, spec.test_languages[0])[1]
+      _require(bool(sources), f"{task}: no training data for any language on disk (expected e.g. "
+               f"{runner.data.location(spec.train[0], spec.train[1], 'train')})")
+
+
 def run_fingerprint(runner: XtremeRunner) -> dict:
   """What defines a benchmark run directory: model, vocabulary, data, every task's recipe, initial checkpoint,
   seed. Not the task / language selection, the setting, the labels, PSEUDO_TEST or the partitioning (module doc)."""
   s = runner.settings
-  recipes = {**{k: describe(s.recipe(k)) for k in FINETUNED}, **{k: describe(s.retrieval(k)) for k in RETRIEVAL_TASKS}}
-  return {"mode": "xtreme", "model": describe(runner.config), "vocabulary": runner.vocabulary,
+  bench = runner.benchmark
+  recipes = {**{k: describe(s.recipe(k)) for k in finetuned_models(bench)},
+             **{k: describe(s.retrieval(k)) for k in retrieval_tasks(bench)}}
+  return {"mode": bench.name, "model": describe(runner.config), "vocabulary": runner.vocabulary,
           "data_source": runner.data.source, "data_dir": fs.abspath(runner.data_dir) if runner.data_dir else None,
           "init_checkpoint": runner.init_checkpoint, "seed": s.seed, "tasks": recipes}
 
@@ -996,11 +1131,39 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
   """
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
                         translations_dir, data_source, resume_overrides)
-  with RunDirectory(run_dir, run_fingerprint(runner), known=RUN_ENTRIES) as claim:
+  return _run(runner, tasks, languages, labels_dir, pseudo_test)
+
+
+def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
+          labels_dir: Optional[str] = None, tasks: Sequence[str] = XGLUE.task_names,
+          languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
+          settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
+          split: str = "test", resume_overrides: Optional[dict] = None) -> dict:
+  """Runs XGLUE's understanding tasks in `settings.setting` (zero_shot, pivot_language, multi_language).
+
+  `data_dir`: the unpacked `xglue_full_dataset` folder. `split`: the split
+  predicted, `test` (the leaderboard submission, `<run_dir>/submission/`)
+  or `dev` (`<run_dir>/submission-dev/`), written in the official layout
+  `<TASK>/<lg>.prediction`. With `labels_dir` (a folder in the dataset
+  layout whose `split` files carry labels: for dev, `data_dir` itself) the
+  submission is scored as the official scorer does (`xglue_scorer`) and the
+  report written. The rest as `xtreme`.
+  """
+  _require(split in ("dev", "test"), f"SPLIT={split!r}; expected 'dev' or 'test'")
+  runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
+                        resume_overrides=resume_overrides, benchmark="xglue", split=split)
+  return _run(runner, tasks, languages, labels_dir)
+
+
+def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], labels_dir: Optional[str],
+         pseudo_test: bool = False) -> dict:
+  """Claims the run directory, checks everything (`check_run`), then `run_benchmark`."""
+  with RunDirectory(runner.run_dir, run_fingerprint(runner), known=RUN_ENTRIES) as claim:
     resumed = claim.check()
     plan = check_run(runner, tasks, languages, labels_dir)
     claim.commit()
-    logging.info("XTREME run in %s (%s): %s", run_dir, "re-entered" if resumed else "new", plan)
+    logging.info("%s run in %s (%s): %s", runner.benchmark.name.upper(), runner.run_dir,
+                 "re-entered" if resumed else "new", plan)
     return run_benchmark(runner, plan, labels_dir, pseudo_test)
 
 
@@ -1025,8 +1188,17 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
   if not labels_dir:
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
     return extras
-  from xtreme_jax.evaluation import report, scorer
+  from xtreme_jax.evaluation import report, scorer, xglue_scorer
   _say(f"scoring {runner.submission} against {labels_dir}")
+  if runner.benchmark is XGLUE:
+    results = xglue_scorer.score_submission(runner.submission, labels_dir, runner.split, list(plan))
+    results = {**results, "runs": extras["runs"]}
+    if jax.process_index() == 0:
+      atomic.write_json(runner.scores_path, results)
+      report.write_xglue_report(results, runner.report_dir)
+    print(xglue_scorer.format_table(results))
+    print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
+    return results
   results = scorer.score_submission(runner.submission, labels_dir, out=runner.scores_path, tasks=list(plan))
   results = {**results, **extras}
   report.write_report(results, runner.report_dir)

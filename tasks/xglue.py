@@ -1,0 +1,114 @@
+"""seqio Tasks and Mixtures for XGLUE's understanding tasks, generated from the task registry.
+
+Importing `xtreme_tasks.xglue` registers, for every task of
+`xtreme_jax.registry.XGLUE` (names lower-cased: `xglue_nc_de`), what its
+spec declares; nothing here lists a task or a language.
+
+Data: `XglueData(get_data_dir())`, the object the run mode reads through
+(`runs/xtreme.py`, `XtremeRunner.read`), so a Task yields exactly the
+examples the runner fine-tunes and predicts on (in the row schemas of
+`tasks/xtreme.py`: pair rows, ranking rows with their query `group`, tagging
+rows, SQuAD rows). The directory is looked up when a dataset is built:
+`set_data_dir(path)` wins, else `$XTREME_JAX_XGLUE_DIR` (the unpacked
+`xglue_full_dataset` folder).
+
+Tasks
+* `xglue_{task}_{lg}`: train / dev / test of every language of the task (a
+  non-English train split is the user-supplied translated training data at
+  the layout's path, `registry/xglue.py`; building it without the file names
+  the file).
+* `xglue_{task}_{lg}_eval`: dev / test only (the evaluation members of the
+  mixtures, so that their train split is the setting's training data only).
+
+Every Task's `metric_fns` is the official score of its language
+(`xglue_scorer.score_examples`, 0-1 scale, keyed by the spec's `score`):
+`metric(targets, predictions)` takes the Task's examples and the predicted
+labels / tag lists / {question id: answer}.
+
+Mixtures (the settings of `BenchmarkSpec.settings`)
+* `xglue_{task}_zero_shot`: English training data, every language evaluated.
+* `xglue_{task}_pivot_{lg}`: the training data of `{lg}`, every language evaluated.
+* `xglue_{task}_multi_language`: the training data of every language, each
+  drawn in proportion to its number of examples, every language evaluated.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Optional, Sequence, Union
+
+import seqio
+
+from xtreme_jax.data.xglue_data import XglueData
+from xtreme_jax.evaluation import xglue_scorer
+from xtreme_jax.registry import XGLUE
+from xtreme_tasks.xtreme import XtremeSource, output_features, register_mixture, train_examples_rate
+
+DATA_DIR_ENV = "XTREME_JAX_XGLUE_DIR"
+_data_dir: Optional[str] = globals().get("_data_dir")  # kept across importlib.reload
+
+
+def set_data_dir(path: Optional[Union[str, os.PathLike]]) -> None:
+  """Sets the unpacked `xglue_full_dataset` folder read when datasets are built (None clears it)."""
+  global _data_dir
+  _data_dir = None if path is None else os.fspath(path)
+
+
+def get_data_dir() -> str:
+  """The folder from `set_data_dir`, else `$XTREME_JAX_XGLUE_DIR`; a clear error if neither is set."""
+  path = _data_dir or os.environ.get(DATA_DIR_ENV)
+  if not path:
+    raise ValueError(f"The XGLUE data directory is not set: call xtreme_tasks.xglue.set_data_dir(path) or set "
+                     f"{DATA_DIR_ENV} to the unpacked xglue_full_dataset folder")
+  return path
+
+
+def data() -> XglueData:
+  return XglueData("official", get_data_dir())
+
+
+def task_name(task: str, language: str, variant: str = "") -> str:
+  """`xglue_{task}_{language}[_{variant}]` (task lower-cased), validated against the registry."""
+  spec = XGLUE.task(task)
+  if language not in spec.test_languages:
+    raise ValueError(f"unknown language {language!r} for XGLUE task {task}; valid: {' '.join(spec.test_languages)}")
+  return f"xglue_{task.lower()}_{language}" + (f"_{variant}" if variant else "")
+
+
+def _metric(task: str, language: str, targets: Sequence[dict], predictions: Sequence) -> dict:
+  return {XGLUE.task(task).score: xglue_scorer.score_examples(task, language, targets, predictions)}
+
+
+def register_task(task: str, language: str, variant: str = "") -> seqio.Task:
+  """Registers (replacing any previous one) `task_name(task, language, variant)`; variant "eval": no train split."""
+  spec = XGLUE.task(task)
+  splits = [s for s, langs in spec.languages.items() if language in langs and not (variant == "eval" and s == "train")]
+  source = XtremeSource(task, language, splits, benchmark=XGLUE, data_fn=data)
+  name = task_name(task, language, variant)
+  seqio.TaskRegistry.remove(name)
+  return seqio.TaskRegistry.add(name, source=source, output_features=output_features(source.features),
+                                preprocessors=[], metric_fns=[functools.partial(_metric, task, language)])
+
+
+def evaluated(task: str, *training: str) -> list[str]:
+  """Mixture members: the `training` languages' full tasks, then every other language's `_eval` task."""
+  langs = XGLUE.task(task).test_languages
+  return [task_name(task, lg) for lg in training] + [task_name(task, lg, "eval") for lg in langs
+                                                     if lg not in training]
+
+
+def register_all() -> None:
+  """Registers every XGLUE Task and Mixture listed in the module docstring (idempotent)."""
+  for spec in XGLUE.tasks:
+    for lg in spec.test_languages:
+      register_task(spec.name, lg)
+      register_task(spec.name, lg, "eval")
+    register_mixture(f"xglue_{spec.name.lower()}_zero_shot", evaluated(spec.name, spec.train[1]))
+    for lg in spec.languages["train"]:
+      register_mixture(f"xglue_{spec.name.lower()}_pivot_{lg}", evaluated(spec.name, lg))
+    register_mixture(f"xglue_{spec.name.lower()}_multi_language", evaluated(spec.name, *spec.languages["train"]),
+                     default_rate=train_examples_rate)
+
+
+register_all()

@@ -1,0 +1,148 @@
+"""The XGLUE run mode (`runs/xtreme.py`, benchmark "xglue"): one tiny end-to-end run over every task kind on the
+bundled sample (official submission layout, scores equal to the scorer's), the pivot-language and multi-language
+settings, and the start-up checks."""
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+
+from conftest import TINY
+from xtreme_jax import errors
+from xtreme_jax.data import paths, xglue_readers
+from xtreme_jax.evaluation import xglue_scorer
+from xtreme_jax.registry import XGLUE
+from xtreme_jax.runs import xtreme
+from xtreme_jax.training.optim import OptimizerConfig
+
+SAMPLE = paths.sample_xglue_dir()
+CONFIG = dataclasses.replace(TINY, vocab_size=1024, num_layers=1, max_positions=48, dropout_rate=0.0,
+                             attention_dropout_rate=0.0)
+RECIPE = xtreme.TaskSettings(epochs=1.0, batch_size=8, seq_len=32, eval_every="epoch", selection="mean_dev",
+                             optimizer=OptimizerConfig(learning_rate=1e-3))
+QA_RECIPE = dataclasses.replace(RECIPE, seq_len=48, doc_stride=16, max_query_len=16, selection="final")
+# One task per kind: tagging, span QA, ranking, pair classification.
+TASKS = ("NER", "MLQA", "WPR", "QADSM")
+
+
+def _settings(**kw) -> xtreme.FinetuneSettings:
+  recipes = {t: QA_RECIPE if XGLUE.task(t).kind == "span_qa" else RECIPE for t in XGLUE.task_names}
+  return xtreme.FinetuneSettings(tasks=recipes, log_every=1, **kw)
+
+
+def _runner(run_dir, data_dir=SAMPLE, **kw) -> xtreme.XtremeRunner:
+  return xtreme.XtremeRunner(str(run_dir), data_dir, CONFIG, paths.sample_vocab(), None, _settings(**kw), None,
+                             benchmark="xglue")
+
+
+@pytest.fixture(scope="module")
+def sample_with_german_training(tmp_path_factory):
+  """The sample plus German QADSM training data (the English rows standing in for a translation)."""
+  root = tmp_path_factory.mktemp("xglue") / "data"
+  shutil.copytree(SAMPLE, root)
+  shutil.copy(root / "QADSM" / "xglue.qadsm.en.train", root / "QADSM" / "xglue.qadsm.de.train")
+  return str(root)
+
+
+@pytest.fixture(scope="module")
+def xglue_run(tmp_path_factory):
+  run_dir = tmp_path_factory.mktemp("xglue_run") / "run"
+  results = xtreme.xglue(str(run_dir), SAMPLE, CONFIG, paths.sample_vocab(), labels_dir=SAMPLE, tasks=TASKS,
+                         settings=_settings())
+  return run_dir, results
+
+
+@pytest.mark.slow
+def test_run_writes_the_official_submission_and_scores_it(xglue_run):
+  run_dir, results = xglue_run
+  for task in TASKS:
+    spec = XGLUE.task(task)
+    for lg in spec.test_languages:
+      path = run_dir / "submission" / task / f"{lg}.prediction"
+      examples = xglue_readers.read(task, SAMPLE, lg, "test")
+      if spec.kind == "span_qa":
+        assert set(json.loads(path.read_text())) == {ex["id"] for ex in examples}
+      elif spec.kind == "tagging":  # one tag per word, a blank line between sentences
+        sentences = path.read_text().strip("\n").split("\n\n")
+        assert [len(s.split("\n")) for s in sentences] == [len(ex["tokens"]) for ex in examples]
+        assert {t for s in sentences for t in s.split("\n")} <= set(spec.labels)
+      else:  # one label per input row
+        lines = path.read_text().splitlines()
+        assert len(lines) == len(examples) and set(lines) <= set(spec.labels)
+  # The run's scores are the official scorer's on its submission; the report names each model's selected step.
+  assert results["tasks"] == xglue_scorer.score_submission(str(run_dir / "submission"), SAMPLE, "test",
+                                                           list(TASKS))["tasks"]
+  assert set(results["tasks"]) == set(TASKS) and results["avg_u"] is None  # not all nine tasks
+  assert json.loads((run_dir / "scores.json").read_text())["tasks"] == results["tasks"]
+  report = (run_dir / "report" / "report.md").read_text()
+  assert "# XGLUE results (test)" in report and "## Fine-tuning" in report and "mean dev nDCG" in report
+  assert (run_dir / "report" / "plots" / "WPR.png").exists()
+  assert results["runs"]["WPR"]["criterion"] == "mean dev nDCG over 7 languages"
+  assert results["runs"]["MLQA"]["criterion"] == "final"
+  assert json.loads((run_dir / "run_config.json").read_text())["mode"] == "xglue"
+
+
+@pytest.mark.slow
+def test_rerun_keeps_predictions_and_dev_split_goes_to_its_own_folder(xglue_run):
+  run_dir, _ = xglue_run
+  before = {p: p.stat().st_mtime_ns for p in (run_dir / "submission").rglob("*.prediction")}
+  summary = run_dir / "models" / "QADSM" / "summary.json"
+  trained = summary.read_text()
+  results = xtreme.xglue(str(run_dir), SAMPLE, CONFIG, paths.sample_vocab(), labels_dir=SAMPLE, tasks=("QADSM",),
+                         settings=_settings(), split="dev")
+  assert {p: p.stat().st_mtime_ns for p in (run_dir / "submission").rglob("*.prediction")} == before
+  assert summary.read_text() == trained  # the finished model is reused, not retrained
+  assert sorted(p.name for p in (run_dir / "submission-dev" / "QADSM").iterdir()) == [
+      "de.prediction", "en.prediction", "fr.prediction"]
+  assert results["split"] == "dev" and (run_dir / "scores-dev.json").exists()
+
+
+@pytest.mark.slow
+def test_pivot_language_trains_on_that_languages_data(sample_with_german_training, tmp_path):
+  results = xtreme.xglue(str(tmp_path), sample_with_german_training, CONFIG, paths.sample_vocab(),
+                         labels_dir=sample_with_german_training, tasks=("QADSM",),
+                         settings=_settings(setting="pivot_language", pivot_language="de"))
+  config = json.loads((tmp_path / "models" / "QADSM_pivot_de" / "run_config.json").read_text())
+  assert config["train"] == [["QADSM", "de", "train"]]
+  assert (tmp_path / "submission-pivot_language-de" / "QADSM" / "fr.prediction").exists()
+  assert set(results["tasks"]["QADSM"]) == {"de", "en", "fr", "avg"}
+
+
+def test_multi_language_mixes_languages_by_rate(sample_with_german_training, tmp_path):
+  runner = _runner(tmp_path, sample_with_german_training, setting="multi_language")
+  name, sources, _ = runner.training_set("QADSM", "fr")
+  assert name == "QADSM_multi_language" and sources == (("QADSM", "de", "train"), ("QADSM", "en", "train"))
+  de, en = (runner.read(*src) for src in sources)
+  assert runner.training_examples(sources, None) == de + en  # no rates: the concatenation
+  weighted = _runner(tmp_path, sample_with_german_training, setting="multi_language",
+                     language_rates={"en": 3.0, "de": 1.0})
+  mixed = weighted.training_examples(sources, None)
+  assert len(mixed) == 60 and mixed[:15] == de[:15] and mixed[15:45] == en and mixed[45:] == en[:15]
+  assert weighted.model_spec("QADSM", name, sources, None)["language_rates"] == {"en": 3.0, "de": 1.0}
+
+
+def test_start_up_checks_name_what_is_valid(tmp_path):
+  runner = _runner(tmp_path)
+  with pytest.raises(errors.ConfigError, match=r"unknown XGLUE task\(s\) \['xnli'\]; valid: \['NER', 'POS'"):
+    xtreme.check_run(runner, ("xnli",), None, None)
+  with pytest.raises(errors.ConfigError, match="SETTING='translate_train' is not a XGLUE setting"):
+    xtreme.check_run(_runner(tmp_path, setting="translate_train"), ("NC",), None, None)
+  with pytest.raises(errors.ConfigError, match=r"NC: training language\(s\) \['ja'\] are not languages"):
+    xtreme.check_run(_runner(tmp_path, setting="pivot_language", pivot_language="ja"), ("NC",), None, None)
+  with pytest.raises(errors.MissingInputError, match="NC/xglue.nc.de.train"):
+    xtreme.check_run(_runner(tmp_path, setting="pivot_language", pivot_language="de"), ("NC",), None, None)
+  with pytest.raises(errors.ConfigError, match=r"all its languages.*'NC': \['en', 'es', 'fr', 'ru'\]"):
+    xtreme.check_run(runner, ("NC",), {"NC": ["de"]}, SAMPLE)
+  assert xtreme.check_run(runner, ("NC",), {"NC": ["de"]}, None) == {"NC": ["de"]}
+  with pytest.raises(errors.ConfigError, match=r"FinetuneSettings.tasks names \['xnli'\], not XGLUE models"):
+    xtreme.check_run(xtreme.XtremeRunner(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), None,
+                                         xtreme.FinetuneSettings(tasks={"xnli": RECIPE}), None, benchmark="xglue"),
+                     ("NC",), None, None)
+  with pytest.raises(errors.ConfigError, match="has 1002 ids but the model's vocab_size is 1000"):
+    xtreme.check_run(xtreme.XtremeRunner(str(tmp_path), SAMPLE, dataclasses.replace(CONFIG, vocab_size=1000),
+                                         paths.sample_vocab(), None, _settings(), None, benchmark="xglue"),
+                     ("NC",), None, None)
+  with pytest.raises(errors.ConfigError, match="XGLUE has no TFDS builders"):
+    xtreme.XtremeRunner(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), None, _settings(), None,
+                        data_source="tfds", benchmark="xglue")

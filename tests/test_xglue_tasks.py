@@ -1,0 +1,98 @@
+"""XGLUE seqio tasks generated from the registry (`tasks/xglue.py`): what they yield is what the XGLUE runner reads,
+their metric is the official scorer's, their mixtures follow the settings."""
+
+import numpy as np
+import pytest
+import seqio
+
+import xtreme_tasks.xglue as xg
+from conftest import TINY
+from xtreme_jax.data import paths
+from xtreme_jax.evaluation import xglue_scorer
+from xtreme_jax.registry import XGLUE
+from xtreme_jax.runs import xtreme
+
+SAMPLE = paths.sample_xglue_dir()
+
+
+@pytest.fixture
+def sample(monkeypatch):
+  monkeypatch.delenv(xg.DATA_DIR_ENV, raising=False)
+  xg.set_data_dir(SAMPLE)
+  yield SAMPLE
+  xg.set_data_dir(None)
+
+
+def _py(value):
+  if isinstance(value, bytes):
+    return value.decode("utf-8")
+  if isinstance(value, np.ndarray):
+    return [_py(v) for v in value.tolist()]
+  if isinstance(value, np.integer):
+    return int(value)
+  return value
+
+
+def _examples(name, split, **kwargs):
+  ds = seqio.get_mixture_or_task(name).get_dataset(split=split, shuffle=False, sequence_length=None, **kwargs)
+  return [{k: _py(v) for k, v in ex.items()} for ex in ds.as_numpy_iterator()]
+
+
+def _as_rows(spec, records):
+  """The runner's records in the seqio row schema (unlabelled: "" / []; QA answers flattened)."""
+  if spec.kind == "span_qa":
+    return [{"id": r["id"], "orig_id": r["orig_id"], "title": r["title"], "context": r["context"],
+             "question": r["question"], "answers/text": r["answers"]["text"],
+             "answers/answer_start": r["answers"]["answer_start"]} for r in records]
+  if spec.kind == "tagging":
+    return [{"id": r["id"], "tokens": r["tokens"], "tags": r["tags"] or []} for r in records]
+  keys = ("id", "text_a", "text_b", "label") + (("group",) if spec.kind == "ranking" else ())
+  return [{k: ("" if r[k] is None else r[k]) for k in keys} for r in records]
+
+
+@pytest.mark.parametrize("task", XGLUE.task_names)
+def test_generated_tasks_yield_what_the_runner_reads(sample, tmp_path, task):
+  runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, TINY, paths.sample_vocab(), None, xtreme.FinetuneSettings(),
+                               None, benchmark="xglue")
+  spec = XGLUE.task(task)
+  for split, lg in (("train", "en"), ("dev", spec.test_languages[0]), ("test", spec.test_languages[-1])):
+    assert _examples(xg.task_name(task, lg), split) == _as_rows(spec, runner.read(task, lg, split)), (split, lg)
+
+
+def test_metric_is_the_official_score(sample, tmp_path):
+  runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, TINY, paths.sample_vocab(), None, xtreme.FinetuneSettings(),
+                               None, benchmark="xglue")
+  dev = {t: runner.read(t, "de", "dev") for t in ("NER", "NC", "WPR")}
+  predicted = {"NER": [["O"] * (len(ex["tokens"]) - 1) for ex in dev["NER"]],  # short: padded with O
+               "NC": [ex["label"] for ex in dev["NC"][:-1]] + ["autos"],
+               "WPR": ["2"] * len(dev["WPR"])}  # all ties
+  for task, preds in predicted.items():
+    path = tmp_path / task / "de.prediction"
+    path.parent.mkdir()
+    lines = ["".join(f"{t}\n" for t in tags) for tags in preds] if task == "NER" else [f"{p}\n" for p in preds]
+    path.write_text(("\n" if task == "NER" else "").join(lines), encoding="utf-8")
+    official = xglue_scorer.score_file(task, "de", str(path), f"{SAMPLE}/{XGLUE.task(task).file('dev', 'de')}")
+    assert official < 1.0
+    (metric,) = seqio.get_mixture_or_task(xg.task_name(task, "de")).metric_fns
+    assert metric(dev[task], preds) == {XGLUE.task(task).score: pytest.approx(official)}, task
+
+
+def test_mixtures_follow_the_settings(sample):
+  zero_shot = seqio.get_mixture_or_task("xglue_qadsm_zero_shot")
+  assert {t.name for t in zero_shot.tasks} == {"xglue_qadsm_en", "xglue_qadsm_de_eval", "xglue_qadsm_fr_eval"}
+  assert len(_examples("xglue_qadsm_zero_shot", "train", num_epochs=1)) == 30  # English training data only
+  pivot = seqio.get_mixture_or_task("xglue_qadsm_pivot_de")
+  assert {t.name for t in pivot.tasks} == {"xglue_qadsm_de", "xglue_qadsm_en_eval", "xglue_qadsm_fr_eval"}
+  multi = seqio.get_mixture_or_task("xglue_qadsm_multi_language")
+  assert {t.name for t in multi.tasks} == {"xglue_qadsm_de", "xglue_qadsm_en", "xglue_qadsm_fr"}
+  with pytest.raises(Exception, match="QADSM/xglue.qadsm.de.train"):  # German training data is user-supplied
+    _examples("xglue_qadsm_pivot_de", "train", num_epochs=1)
+
+
+def test_every_task_and_language_is_registered():
+  for spec in XGLUE.tasks:
+    for lg in spec.test_languages:
+      assert xg.task_name(spec.name, lg) in seqio.TaskRegistry.names()
+      assert xg.task_name(spec.name, lg, "eval") in seqio.TaskRegistry.names()
+  with pytest.raises(ValueError, match="valid: de en fr"):
+    xg.task_name("QADSM", "es")

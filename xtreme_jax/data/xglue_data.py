@@ -1,0 +1,52 @@
+"""Where XGLUE examples come from: the official `xglue_full_dataset` layout (`xglue_readers`).
+
+`XglueData(data_dir)` offers the run mode (`runs/xtreme.py`) and the seqio
+tasks (`tasks/xglue.py`) the interface of `xtreme_data.XtremeData`: `read`,
+`available`, `location`, `benchmark`. XGLUE has no TFDS builders and no
+translation kinds; a language's training data other than English (the
+pivot-language and multi-language settings) is read from the layout's path
+for that language (`registry/xglue.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import ClassVar, Optional
+
+from xtreme_jax import errors, fs
+from xtreme_jax.data import xglue_readers
+from xtreme_jax.registry import XGLUE, BenchmarkSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class XglueData:
+  """Reads (task, language, split) of the official XGLUE layout under `data_dir`."""
+
+  source: str = "official"
+  data_dir: Optional[str] = None
+  translations_dir: Optional[str] = None  # XGLUE ships no translations: must stay None
+  benchmark: ClassVar[BenchmarkSpec] = XGLUE
+  translations_root: ClassVar[Optional[str]] = None
+
+  def __post_init__(self):
+    if self.source != "official":
+      raise errors.ConfigError(f"XGLUE data source {self.source!r}: XGLUE has no TFDS builders; use 'official' "
+                               "(DATA_DIR: the unpacked xglue_full_dataset folder)")
+    if not self.data_dir:
+      raise errors.ConfigError("XGLUE needs data_dir: the unpacked xglue_full_dataset folder")
+    if self.translations_dir:
+      raise errors.ConfigError("XGLUE has no translation settings: leave TRANSLATIONS_DIR unset")
+
+  def read(self, task: str, language: str, split: str):
+    return xglue_readers.read(task, self.data_dir, language, split)
+
+  def location(self, task: str, language: str, split: str) -> str:
+    return os.path.join(self.data_dir, XGLUE.task(task).file(split, language))
+
+  def available(self, task: str, language: str, split: str) -> bool:
+    spec = XGLUE.task(task)
+    return language in spec.languages.get(split, ()) and fs.isfile(self.location(task, language, split))
+
+  def check_translate_test(self, task: str) -> None:
+    raise errors.ConfigError(f"XGLUE {task} has no translate-test data")
