@@ -47,6 +47,10 @@ Tasks
 * `xtreme_{task}_{lg}_fewshot1000` for panx, udpos, tydiqa and every language
   with a train split: the train split keeps the first 1,000 examples in file
   order (deterministic); dev / test are complete.
+* Every benchmark task's language of a fine-tuned task (xnli pawsx panx udpos
+  xquad mlqa tydiqa) has `metric_fns`: the official metrics of that language
+  (`scorer.score_examples`) of `metric(targets, predictions)`, the Task's
+  examples and the predicted labels / tag lists / {question id: answer}.
 * `xtreme_{task}_en_multitask` for xnli pawsx panx udpos squad tydiqa: English
   data in the union schema of all three families plus a scalar `task` feature
   (fields a family lacks are ``""`` or empty vectors), so that one Mixture can
@@ -111,6 +115,7 @@ examples-proportional rates, as concatenating the training sets)
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
@@ -120,6 +125,7 @@ import tensorflow as tf
 from xtreme_jax.data import xtreme_readers as readers
 from xtreme_jax.data import xtreme_translations as translations
 from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
+from xtreme_jax.evaluation import scorer
 from xtreme_jax.registry import XTREME, BenchmarkSpec
 
 DATA_DIR_ENV = "XTREME_JAX_DATA_DIR"
@@ -400,7 +406,19 @@ def register_task(task: str, language: str, variant: str = "", *, splits: Option
   source = XtremeSource(task, language, splits, train_limit=train_limit, union_schema=union_schema)
   seqio.TaskRegistry.remove(name)
   return seqio.TaskRegistry.add(name, source=source, output_features=output_features(source.features),
-                                preprocessors=[], metric_fns=[])
+                                preprocessors=[], metric_fns=[] if union_schema else metric_fns(task, language))
+
+
+def _metric(task: str, language: str, targets: Sequence[Mapping], predictions: Sequence) -> dict:
+  return scorer.score_examples(task, language, targets, predictions)
+
+
+def metric_fns(task: str, language: str) -> list:
+  """The official metrics of a fine-tuned benchmark task's language (`scorer.score_examples`): `metric(targets,
+  predictions)` takes the Task's examples and the predicted labels / tag lists / {question id: answer}. None
+  for retrieval (scored as whole corpora by `scorer.score_file`) and for the extra task squad."""
+  fine_tuned = task in BENCHMARK_TASKS and TASK_FAMILY[task] in ("pair", "tagging", "qa")
+  return [functools.partial(_metric, task, language)] if fine_tuned else []
 
 
 def register_mixture(name: str, tasks: Sequence[Any], default_rate: Any = 1.0) -> seqio.Mixture:

@@ -238,3 +238,24 @@ def test_reimport_reregisters_without_error():
   assert before == after and len(after) == 452
   # 92 + translate_train_en_{lg} (14 + 6 + 10 + 6 + 8) + translate_train_all (5) + translate_test (4).
   assert len([n for n in seqio.MixtureRegistry.names() if n.startswith("xtreme_")]) == 145
+
+
+def test_metric_fns_are_the_official_metrics_of_the_rows(data_dir):
+  """A fine-tuned task's metric takes the Task's own rows and the predictions; values by hand."""
+  def metric(name, split, predictions):
+    (fn,) = seqio.get_mixture_or_task(name).metric_fns
+    return fn(_examples(name, split), predictions)
+
+  # 2 of the 3 English XNLI training pairs right.
+  assert metric("xtreme_xnli_en", "train", ["entailment", "contradiction", "entailment"])["accuracy"] == (
+      pytest.approx(200 / 3))
+  # Gold entities LOC "London" and PER "Ada Lovelace"; predicted LOC and a PER "Ada" alone: P = R = F1 = 50.
+  panx = metric("xtreme_panx_en", "train", [["B-LOC", "O"], ["B-PER", "O"]])
+  assert (panx["precision"], panx["recall"], panx["f1"]) == pytest.approx((50.0, 50.0, 50.0))
+  # SQuAD rows (answers flattened): q1 exact, q2 wrong.
+  squad = seqio.get_mixture_or_task("xtreme_squad_en")
+  assert squad.metric_fns == []  # read only: not a benchmark task
+  (xquad_metric,) = seqio.get_mixture_or_task("xtreme_xquad_de").metric_fns
+  rows = _examples("xtreme_squad_en", "train")
+  assert xquad_metric(rows, {"q1": "France", "q2": "London"})["exact_match"] == pytest.approx(50.0)
+  assert seqio.get_mixture_or_task("xtreme_tatoeba_de").metric_fns == []  # scored as a whole corpus

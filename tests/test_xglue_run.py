@@ -4,14 +4,19 @@ settings, and the start-up checks."""
 
 import dataclasses
 import json
+import os
 import shutil
 
+import flax.linen as nn
+import jax
+import numpy as np
 import pytest
 
 from conftest import TINY
 from xtreme_jax import errors
 from xtreme_jax.data import paths, xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
+from xtreme_jax.models.classification import ClassificationModel, MultiTaskClassificationModel
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import xtreme
 from xtreme_jax.training.optim import OptimizerConfig
@@ -143,6 +148,52 @@ def test_start_up_checks_name_what_is_valid(tmp_path):
     xtreme.check_run(xtreme.XtremeRunner(str(tmp_path), SAMPLE, dataclasses.replace(CONFIG, vocab_size=1000),
                                          paths.sample_vocab(), None, _settings(), None, benchmark="xglue"),
                      ("NC",), None, None)
+  with pytest.raises(errors.ConfigError, match=r"two or more pair-classification tasks; got \['NC', 'NER'\] \(not "
+                                               r"pair classification: NER\)"):
+    xtreme.check_run(_runner(tmp_path, setting="multi_task", multi_tasks=("NC", "NER")), ("NC",), None, None)
+  with pytest.raises(errors.ConfigError, match=r"multi_tasks: unknown XGLUE task\(s\) \['nc'\]"):
+    xtreme.check_run(_runner(tmp_path, setting="multi_task", multi_tasks=("nc", "QAM")), ("QAM",), None, None)
   with pytest.raises(errors.ConfigError, match="XGLUE has no TFDS builders"):
     xtreme.XtremeRunner(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), None, _settings(), None,
                         data_source="tfds", benchmark="xglue")
+
+
+@pytest.mark.slow
+def test_multi_task_trains_one_model_with_a_head_per_task(tmp_path):
+  results = xtreme.xglue(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), labels_dir=SAMPLE,
+                         tasks=("NC", "QADSM"), settings=_settings(setting="multi_task", multi_tasks=("NC", "QADSM")))
+  assert sorted(os.listdir(tmp_path / "models")) == ["multi_task"]
+  config = json.loads((tmp_path / "models" / "multi_task" / "run_config.json").read_text())
+  assert config["train"] == [["NC", "en", "train"], ["QADSM", "en", "train"]]
+  assert config["model"]["num_classes"] == [10, 2]
+  for task in ("NC", "QADSM"):  # each task's predictions are its own labels
+    for lg in XGLUE.task(task).test_languages:
+      lines = (tmp_path / "submission-multi_task" / task / f"{lg}.prediction").read_text().splitlines()
+      assert lines and set(lines) <= set(XGLUE.task(task).labels)
+  assert results["runs"]["multi_task"]["criterion"] == "mean over 2 tasks of their mean dev accuracy over 8 languages"
+  metrics = [json.loads(line) for line in (tmp_path / "models" / "multi_task" / "metrics.jsonl").read_text().splitlines()]
+  dev = next(m for m in metrics if "eval/dev_accuracy" in m)
+  nc = [dev[f"eval/dev_accuracy/NC/{lg}"] for lg in XGLUE.task("NC").test_languages]
+  qadsm = [dev[f"eval/dev_accuracy/QADSM/{lg}"] for lg in XGLUE.task("QADSM").test_languages]
+  assert dev["eval/dev_accuracy"] == pytest.approx((sum(nc) / 5 + sum(qadsm) / 3) / 2)
+
+
+@pytest.mark.parametrize("head,position_style", [("pooler", "absolute"), ("roberta", "roberta")])
+def test_each_head_of_the_multi_task_model_is_a_single_task_classifier(head, position_style):
+  """Row i's logits are those of a single-task classifier with the shared encoder and head i; the columns beyond
+  that task's classes are -1e9, so the loss and the argmax see its classes only."""
+  config = dataclasses.replace(CONFIG, position_style=position_style, pad_token_id=1 if head == "roberta" else 0)
+  multi = MultiTaskClassificationModel(config, num_classes=(3, 2), head=head)
+  batch = multi.dummy_batch(4, 8)
+  batch["input_ids"] = np.random.default_rng(0).integers(5, 100, (4, 8)).astype(np.int32)
+  batch["task_ids"] = np.array([0, 1, 1, 0], np.int32)
+  params = jax.tree_util.tree_map(np.asarray, nn.unbox(multi.init(jax.random.PRNGKey(0), batch)))
+  logits = np.asarray(multi.predict_batch(params, batch))
+  for task, n in enumerate((3, 2)):
+    single = ClassificationModel(config, n, head)
+    own = {"backbone": params["backbone"], **{name[len(f"task_{task}_"):]: value for name, value in params.items()
+                                             if name.startswith(f"task_{task}_")}}
+    rows = batch["task_ids"] == task
+    expected = np.asarray(single.predict_batch(own, batch))[rows]
+    np.testing.assert_allclose(logits[rows, :n], expected, rtol=1e-5, atol=1e-5)
+    assert (logits[rows, n:] == -1e9).all()

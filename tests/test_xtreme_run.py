@@ -286,7 +286,7 @@ def test_dev_scores_are_what_the_official_scripts_select_on(tmp_path, monkeypatc
   assert dev_score("udpos", pos, [["NOUN", "VERB", "VERB"]]) == 0  # no chunk right; token accuracy 66.7
   # The evaluator: one score per dev language and their mean, under the Trainer's select_metric.
   runner = _runner(tmp_path, TINY, xnli=xtreme.TaskSettings(selection="mean_dev"))
-  monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners: (
+  monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners, kind=None: (
       ["neutral"] * len(examples)))
   s = runner.settings.recipe("xnli")
   scores = runner.dev_scores("xnli", s, None, "dev_accuracy", runner._dev_sets("xnli", s, runner.selection("xnli")),

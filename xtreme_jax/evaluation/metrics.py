@@ -263,6 +263,14 @@ def _qa_em_f1(dataset, predictions: Mapping[str, str], lang: Optional[str]) -> d
           "total": total, "missing": missing}
 
 
+def squad_dataset(questions: Sequence[Mapping]) -> list:
+  """A SQuAD "data" list holding `questions` (records with `id` and gold answers, as the readers give them,
+  `answers: {"text": [...]}`, or as seqio rows, `answers/text`), for `squad_em_f1` / `mlqa_em_f1`."""
+  qas = [{"id": q["id"], "answers": [{"text": t} for t in (q["answers"]["text"] if "answers" in q
+                                                            else q["answers/text"])]} for q in questions]
+  return [{"paragraphs": [{"qas": qas}]}]
+
+
 def squad_em_f1(dataset, predictions: Mapping[str, str]) -> dict:
   """SQuAD v1.1 EM / F1 x100 (max over gold answers) for xquad and tydiqa.
 

@@ -182,6 +182,26 @@ def _score(task: str, lang: str, pred_path: str, label_path: str):
   return _score_qa(task, lang, pred_path, label_path)
 
 
+def score_examples(task: str, lang: str, examples: Sequence[dict], predicted) -> dict:
+  """The metrics of `score_file` (without `invalid`) of a fine-tuned task's predictions for in-memory
+  examples (the readers' records or the seqio rows): a label per pair, a tag list per sentence, or
+  {question id: answer}. The seqio tasks' `metric_fns`."""
+  kind = XTREME.task(task).kind
+  if kind == "span_qa":
+    dataset = metrics.squad_dataset(examples)
+    if task == "mlqa":
+      return metrics.mlqa_em_f1(dataset, dict(predicted), lang)
+    return metrics.squad_em_f1(dataset, dict(predicted))
+  if kind == "tagging":
+    golds = [ex["tags"] for ex in examples]
+    if task == "panx":
+      return metrics.entity_f1(predicted, golds)
+    return {**metrics.pos_leaderboard_f1(predicted, golds), "accuracy": metrics.pos_token_accuracy(predicted, golds)}
+  if kind != "pair_classification":
+    raise errors.ConfigError(f"{task}: score_examples scores fine-tuned tasks; use score_file for retrieval")
+  return {"accuracy": metrics.accuracy(predicted, [ex["label"] for ex in examples])}
+
+
 def _warn_invalid(pred_path: str, invalid: list, total: int, what: str) -> None:
   if what == "answers":
     found = f"{len(invalid)} of {total} answers are empty"

@@ -175,8 +175,7 @@ def score_examples(task: str, language: str, examples: Sequence[dict], predicted
   or {question id: answer} (MLQA). The semantics of `score_file`, for in-memory data (seqio `metric_fns`)."""
   spec = XGLUE.task(task)
   if spec.kind == "span_qa":
-    questions = [{"id": ex["id"], "answers": [{"text": t} for t in ex["answers"]["text"]]} for ex in examples]
-    return metrics.mlqa_em_f1([{"paragraphs": [{"qas": questions}]}], dict(predicted), language)["f1"] / 100
+    return metrics.mlqa_em_f1(metrics.squad_dataset(examples), dict(predicted), language)["f1"] / 100
   if len(predicted) != len(examples):
     raise SubmissionError(f"{task} {language}: {len(predicted)} predictions for {len(examples)} examples")
   if spec.kind == "tagging":

@@ -4,6 +4,10 @@
 `head='roberta'`: dropout(CLS) -> Dense -> tanh -> dropout -> Dense(classes)
 (RobertaClassificationHead, used for XLM-R).
 Features: `input_ids, input_mask, token_type_ids, labels, example_weights`.
+
+`MultiTaskClassificationModel`: one shared encoder and one such head per
+task (XGLUE's multi-task fine-tuning); each example is classified by the head
+of its `task_ids` entry, over that task's classes.
 """
 
 from __future__ import annotations
@@ -30,6 +34,24 @@ def dense(features: int, name: str) -> nn.Dense:
                   bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("classes",)))
 
 
+def _head_logits(cfg: TransformerConfig, out, num_classes: int, head: str, deterministic: bool,
+                 prefix: str = "") -> jax.Array:
+  """The `head` over the encoder output `out`; called inside a compact method (its layers join that module,
+  named `{prefix}dense`, `{prefix}classifier`)."""
+  drop = lambda x: nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)  # noqa: E731
+  if head == "pooler":
+    x = drop(out.pooled)
+  else:
+    x = jnp.tanh(dense(cfg.hidden_size, f"{prefix}dense")(drop(out.sequence[:, 0])))
+    x = drop(x)
+  return dense(num_classes, f"{prefix}classifier")(x).astype(jnp.float32)
+
+
+def _encode(cfg: TransformerConfig, batch: dict, deterministic: bool):
+  return TransformerEncoder(cfg, deterministic, name="backbone")(
+      batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
+
+
 class ClassifierNetwork(nn.Module):
   config: TransformerConfig
   num_classes: int
@@ -38,16 +60,31 @@ class ClassifierNetwork(nn.Module):
 
   @nn.compact
   def __call__(self, batch: dict) -> jax.Array:
-    cfg = self.config
-    out = TransformerEncoder(cfg, self.deterministic, name="backbone")(
-        batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
-    drop = lambda x: nn.Dropout(cfg.dropout_rate)(x, deterministic=self.deterministic)  # noqa: E731
-    if self.head == "pooler":
-      x = drop(out.pooled)
-    else:
-      x = jnp.tanh(dense(cfg.hidden_size, "dense")(drop(out.sequence[:, 0])))
-      x = drop(x)
-    return dense(self.num_classes, "classifier")(x).astype(jnp.float32)
+    out = _encode(self.config, batch, self.deterministic)
+    return _head_logits(self.config, out, self.num_classes, self.head, self.deterministic)
+
+
+# Logit of the classes a task does not have (the padding up to the widest task): never chosen, no probability.
+_ABSENT = -1e9
+
+
+class MultiTaskClassifierNetwork(nn.Module):
+  """One encoder, one head per task (`task_<i>_dense` / `task_<i>_classifier`); logits [batch, widest task],
+  each row from its `task_ids` head, classes beyond that task's padded with -1e9."""
+
+  config: TransformerConfig
+  num_classes: tuple
+  head: str = "pooler"
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, batch: dict) -> jax.Array:
+    out = _encode(self.config, batch, self.deterministic)
+    width = max(self.num_classes)
+    heads = [jnp.pad(_head_logits(self.config, out, n, self.head, self.deterministic, f"task_{i}_"),
+                     ((0, 0), (0, width - n)), constant_values=_ABSENT) for i, n in enumerate(self.num_classes)]
+    stacked = jnp.stack(heads, axis=1)  # [batch, tasks, width]
+    return jnp.take_along_axis(stacked, batch["task_ids"][:, None, None], axis=1)[:, 0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,3 +108,17 @@ class ClassificationModel(Model):
   def dummy_batch(self, batch_size: int, seq_len: int) -> dict:
     return {**dummy_inputs(batch_size, seq_len), "labels": np.zeros((batch_size,), np.int32),
             "example_weights": np.ones((batch_size,), np.float32)}
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiTaskClassificationModel(ClassificationModel):
+  """`ClassificationModel` with one head per task: `num_classes[i]` classes for task i; batches carry
+  `task_ids` (int32 [batch]) and labels index the example's own task's classes."""
+
+  num_classes: tuple = (3,)
+
+  def network(self, deterministic: bool) -> nn.Module:
+    return MultiTaskClassifierNetwork(self.config, tuple(self.num_classes), self.head, deterministic)
+
+  def dummy_batch(self, batch_size: int, seq_len: int) -> dict:
+    return {**super().dummy_batch(batch_size, seq_len), "task_ids": np.zeros((batch_size,), np.int32)}

@@ -68,5 +68,5 @@ XGLUE = BenchmarkSpec(
     tasks=(NER, POS, NC, MLQA, XNLI, PAWSX, QADSM, WPR, QAM),
     categories={"understanding": ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM")},
     scale=1.0,
-    settings=("zero_shot", "pivot_language", "multi_language"),
+    settings=("zero_shot", "pivot_language", "multi_language", "multi_task"),
     submission_file="{task}/{lg}.prediction")

@@ -23,7 +23,7 @@ from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
 from xtreme_jax.evaluation import metrics
 from xtreme_jax.evaluation.span_decoding import best_spans
-from xtreme_jax.models.classification import ClassificationModel
+from xtreme_jax.models.classification import ClassificationModel, MultiTaskClassificationModel
 from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
@@ -115,6 +115,37 @@ class Ranking(PairClassification):
     ndcg = metrics.grouped_ndcg([ex["group"] for ex in examples], [float(ex["label"]) for ex in examples],
                                 [float(p) for p in predicted])
     return 0.0 if ndcg is None else 100 * ndcg
+
+
+class MultiTask(PairClassification):
+  """Several pair-classification tasks fine-tuned as one model: a shared encoder and one head per task
+  (`MultiTaskClassificationModel`; XGLUE's multi-task setting). `specs` are the member tasks in head order;
+  each window carries `task_ids`, the index of its task's head, and is decoded with that task's labels."""
+
+  model_keys = PairClassification.model_keys + ("task_ids",)
+  predict_keys = model_keys
+
+  def __init__(self, specs: Sequence[TaskSpec]):
+    bad = [s.name for s in specs if s.kind != "pair_classification"]
+    if bad or len(specs) < 2:
+      raise errors.ConfigError(f"multi-task fine-tuning takes two or more pair-classification tasks; got "
+                               f"{[s.name for s in specs]}" + (f" (not pair classification: {', '.join(bad)})" if bad else ""))
+    self.specs = tuple(specs)
+    self.index = {s.name: i for i, s in enumerate(self.specs)}
+
+  def model(self, spec, config):
+    head = "roberta" if config.position_style == "roberta" else "pooler"
+    return MultiTaskClassificationModel(config, num_classes=tuple(len(s.labels) for s in self.specs), head=head)
+
+  def features(self, spec, examples, vocab, settings, training):
+    out, owners = super().features(spec, examples, vocab, settings, training)
+    for f in out:
+      f["task_ids"] = np.asarray(self.index[spec.name], np.int32)
+    return out, owners
+
+  def decode(self, spec, settings, predict, examples, features, owners):
+    best = predict(self.predict_keys).argmax(-1)  # within the row's own task: the other columns are -1e9
+    return [self.specs[int(f["task_ids"])].labels[i] for f, i in zip(features, best)]
 
 
 class Tagging(Kind):

@@ -302,7 +302,13 @@ class FinetuneSettings:
   language of the task with training data on disk) at once, each language's
   examples drawn in proportion to `language_rates` ({language: weight};
   None: to its number of examples, i.e. the concatenated sets): a language
-  is repeated or cut to its share of the concatenation's size.
+  is repeated or cut to its share of the concatenation's size. `multi_task`
+  fine-tunes the pair-classification tasks `multi_tasks` as one model (a
+  shared encoder, one head per task) on their training data at once (the
+  concatenation; XGLUE's Table 9 merges the English training sets of XNLI,
+  PAWS-X, NC, QAM and QADSM, the default), with the recipe of the first of
+  them, selecting on the mean over those tasks of their dev scores; the
+  other tasks stay zero-shot.
   """
 
   setting: str = "zero_shot"  # one of SETTINGS
@@ -313,6 +319,7 @@ class FinetuneSettings:
   pivot_language: str = "en"
   train_languages: Optional[Sequence[str]] = None
   language_rates: Optional[Mapping[str, float]] = None
+  multi_tasks: Sequence[str] = ("XNLI", "PAWSX", "NC", "QAM", "QADSM")
 
   def __post_init__(self):
     v.require(self, "setting", lambda x: x in SETTINGS, f"one of {SETTINGS}")
@@ -323,6 +330,8 @@ class FinetuneSettings:
         isinstance(lg, str) for lg in x)), "None or a non-empty list of language codes")
     v.require(self, "language_rates", lambda x: x is None or (isinstance(x, Mapping) and all(
         isinstance(r, (int, float)) and r > 0 for r in x.values())), "None or a dict {language: weight > 0}")
+    v.require(self, "multi_tasks", lambda x: not isinstance(x, str) and len(x) >= 2 and all(
+        isinstance(t, str) for t in x), "a list of two or more task names")
     keys = {k for b in BENCHMARKS.values() for k in finetuned_models(b) + retrieval_tasks(b)}
     unknown = sorted(set(self.tasks) - keys)
     _require(not unknown, f"FinetuneSettings.tasks: unknown key(s) {unknown}; valid: XTREME "
@@ -510,6 +519,21 @@ class XtremeRunner:
     """The registry's `TaskSpec` of `task` in this run's benchmark."""
     return self.benchmark.task(task)
 
+  def multi_task(self, task: str) -> bool:
+    """Whether `task` is fine-tuned in the shared multi-task model (setting multi_task, one of `multi_tasks`)."""
+    return self.settings.setting == "multi_task" and task in self.settings.multi_tasks
+
+  def kind(self, task: str) -> task_kinds.Kind:
+    """What fine-tuning does for `task`: its kind (`task_kinds.of`), or the multi-task kind of its model."""
+    if self.multi_task(task):
+      return task_kinds.MultiTask([self.spec(t) for t in self.settings.multi_tasks])
+    return task_kinds.of(self.spec(task))
+
+  def recipe(self, task: str) -> TaskSettings:
+    """The `TaskSettings` of `task`'s model (the multi-task model: its first task's)."""
+    key = self.settings.multi_tasks[0] if self.multi_task(task) else task
+    return self.settings.recipe(self.spec(key).model)
+
   def prediction_path(self, task: str, language: str, directory: Optional[str] = None) -> str:
     return os.path.join(directory or self.submission, self.benchmark.prediction_file(task, language))
 
@@ -535,6 +559,8 @@ class XtremeRunner:
     model). Tasks without translations stay zero-shot.
     """
     spec, setting = self.spec(task), self.settings.setting
+    if self.multi_task(task):
+      return "multi_task", tuple(self.spec(t).train for t in self.settings.multi_tasks), None
     if setting in TRANSLATION_SETTINGS:
       src = TRANSLATE_TRAIN_SOURCE.get(task)
       if setting == "translate_test" or src is None:
@@ -555,7 +581,7 @@ class XtremeRunner:
       langs = self.settings.train_languages or [lg for lg in self.spec(spec.train[0]).languages.get("train", ())
                                                 if self.available(spec.train[0], lg, "train")]
       return (f"{spec.model}_multi_language", tuple((spec.train[0], lg, "train") for lg in langs), None)
-    if setting in ("zero_shot", "pivot_language", "multi_language") or task not in IN_LANGUAGE_TASKS:
+    if setting not in ("in_language", "in_language_fewshot", "in_language_multi") or task not in IN_LANGUAGE_TASKS:
       return spec.model, (spec.train,), None
     train_langs = spec.languages["train"]
     if setting == "in_language_multi":
@@ -603,19 +629,24 @@ class XtremeRunner:
   def selection(self, task: str) -> Optional[dict]:
     """How `task`'s models choose the parameters that predict: {"criterion", "metric" (the evaluator's key),
     "dev": ((task, language, "dev"), ...)}; None for the final model (`final`, QA, no dev data on disk)."""
-    spec = self.spec(task)
-    kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
+    kind, s = self.kind(task), self.recipe(task)
     if s.selection == "final" or kind.selection is None:
       return None
-    dev = spec.languages.get("dev", ())
-    wanted = ("en",) if s.selection == "english_dev" else dev
-    langs = [lg for lg in wanted if lg in dev and self.available(task, lg, "dev")]
-    if not langs:
+    members = self.settings.multi_tasks if self.multi_task(task) else (task,)
+    devs = []
+    for member in members:
+      dev = self.spec(member).languages.get("dev", ())
+      wanted = ("en",) if s.selection == "english_dev" else dev
+      devs += [(member, lg, "dev") for lg in wanted if lg in dev and self.available(member, lg, "dev")]
+    if not devs:
       return None
     metric, name = kind.selection
+    n = len(devs)
     criterion = (f"en dev {name}" if s.selection == "english_dev"
-                 else f"mean dev {name} over {len(langs)} language" + "s" * (len(langs) > 1))
-    return {"criterion": criterion, "metric": metric, "dev": tuple((task, lg, "dev") for lg in langs)}
+                 else f"mean dev {name} over {n} language" + "s" * (n > 1))
+    if len(members) > 1:
+      criterion = f"mean over {len({d[0] for d in devs})} tasks of their {criterion}"
+    return {"criterion": criterion, "metric": metric, "dev": tuple(devs)}
 
   def model_spec(self, task: str, name: str, sources: tuple, limit: Optional[int]) -> dict:
     """What defines fine-tuned model `name`, short of its step count (which needs the featurised data).
@@ -623,11 +654,10 @@ class XtremeRunner:
     The optimizer is a top-level key, as in `runs/train.py`, so that
     RESUME_OVERRIDES ({"optimizer": {...}}) address it the same way.
     """
-    task_spec = self.spec(task)
-    s = self.settings.recipe(task_spec.model)
+    s = self.recipe(task)
     settings = {k: v for k, v in describe(s).items() if k != "optimizer"}
     spec = {"mode": f"{self.benchmark.name}-finetune",
-            "model": describe(task_kinds.of(task_spec).model(task_spec, self.config)), "train": sources,
+            "model": describe(self.kind(task).model(self.spec(task), self.config)), "train": sources,
             "limit": limit, "settings": {**settings, "seed": self.settings.seed}, "optimizer": describe(s.optimizer),
             "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
             "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
@@ -670,9 +700,8 @@ class XtremeRunner:
     """Train (or resume, or reload when finished) `name` in its own run directory; (trainer, the parameters
     `selection` chose: the best on dev, or the final ones)."""
     spec = self.spec(task)
-    kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
-    examples = self.training_examples(sources, limit)
-    features, owners = kind.features(spec, examples, self.vocab, s, training=True)
+    kind, s = self.kind(task), self.recipe(task)
+    examples, features, owners = self.training_features(task, sources, limit)
     source = FeatureListSource(features, s.batch_size, self.settings.seed, weight_keys=(kind.weight_key,),
                                model_keys=kind.model_keys)
     steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
@@ -709,6 +738,22 @@ class XtremeRunner:
       return None
     return {lg: float(rates.get(lg, 0.0)) for _, lg, _ in sources}
 
+  def training_features(self, task: str, sources: tuple, limit: Optional[int]) -> tuple[list, list, list]:
+    """(examples, features, owners) of `task`'s model's training data; each source is featurised as its own
+    task (the multi-task model's sources are several tasks)."""
+    kind, s = self.kind(task), self.recipe(task)
+    if not self.multi_task(task):
+      examples = self.training_examples(sources, limit)
+      return (examples, *kind.features(self.spec(task), examples, self.vocab, s, training=True))
+    examples, features, owners = [], [], []
+    for src in sources:
+      part = self.training_examples((src,), limit)
+      f, o = kind.features(self.spec(src[0]), part, self.vocab, s, training=True)
+      features += f
+      owners += [len(examples) + i for i in o]
+      examples += part
+    return examples, features, owners
+
   def training_examples(self, sources: tuple, limit: Optional[int]) -> list[dict]:
     """The training examples of `sources` (each cut to `limit`), concatenated; with `language_rates`, each
     language's share of the concatenation's size is its weight's share, its examples repeated in order or
@@ -740,24 +785,28 @@ class XtremeRunner:
     return {"optimizer": dict(self.resume_overrides)}
 
   def _dev_sets(self, task: str, s: TaskSettings, selection: dict) -> list[tuple]:
-    """[(language, examples, features, owners)] of the dev sets `selection` evaluates, featurised once."""
-    dev = []
-    for _, lg, split in selection["dev"]:
-      examples = self.read(task, lg, split)
-      spec = self.spec(task)
-      dev.append((lg, examples, *task_kinds.of(spec).features(spec, examples, self.vocab, s, training=False)))
+    """[(task, language, examples, features, owners)] of the dev sets `selection` evaluates, featurised once."""
+    dev, kind = [], self.kind(task)
+    for member, lg, split in selection["dev"]:
+      examples = self.read(member, lg, split)
+      dev.append((member, lg, examples, *kind.features(self.spec(member), examples, self.vocab, s, training=False)))
     return dev
 
   def dev_scores(self, task: str, s: TaskSettings, trainer: Trainer, metric: str, dev: Sequence[tuple],
                  params: Any) -> dict[str, float]:
     """The `Trainer.fit` evaluator (`params` bound last): {metric: the mean dev score, metric/<lg>: each
-    language's (when several)}, predicted with the step the test predictions use (compiled once)."""
-    spec = self.spec(task)
-    kind = task_kinds.of(spec)
-    scores = {lg: kind.dev_score(examples, self._decode(spec, s, trainer, params, examples, features, owners))
-              for lg, examples, features, owners in dev}
-    each = {f"{metric}/{lg}": value for lg, value in scores.items()} if len(scores) > 1 else {}
-    return {**each, metric: sum(scores.values()) / len(scores)}
+    language's (when several)}, predicted with the step the test predictions use (compiled once). A
+    multi-task model's score is the mean over its tasks of their means (keys metric/<task>/<lg>)."""
+    kind = self.kind(task)
+    by_task: dict[str, dict[str, float]] = {}
+    for member, lg, examples, features, owners in dev:
+      predicted = self._decode(self.spec(member), s, trainer, params, examples, features, owners, kind)
+      by_task.setdefault(member, {})[lg] = kind.dev_score(examples, predicted)
+    several = len(by_task) > 1
+    each = {f"{metric}/{member + '/' if several else ''}{lg}": value
+            for member, scores in by_task.items() for lg, value in scores.items()}
+    means = [sum(scores.values()) / len(scores) for scores in by_task.values()]
+    return {**(each if len(each) > 1 else {}), metric: sum(means) / len(means)}
 
   def _measure_train_accuracy(self, spec, s, name, summary, trainer, params, examples, features, owners) -> None:
     """Predict the first `train_accuracy_examples` training examples once; saved beside the model."""
@@ -768,11 +817,12 @@ class XtremeRunner:
     if not keep or model is None or (_read_json(path) or {}).get("model") == model["identity"]:
       return  # nothing to predict, or measured when this model was trained
     subset = examples[:n]
+    kind = self.kind(spec.name)
     predicted = self._decode(spec, s, trainer, params, subset, [features[k] for k in keep],
-                             [owners[k] for k in keep])
+                             [owners[k] for k in keep], kind)
     if jax.process_index() == 0:
       atomic.write_json(path, {"model": model["identity"], "examples": len(subset),
-                               "train_accuracy": task_kinds.of(spec).train_accuracy(subset, predicted)})
+                               "train_accuracy": kind.train_accuracy(subset, predicted)})
 
   def run_entry(self, name: str) -> Optional[dict]:
     """runs.json's entry of model `name`: task (settings key), criterion and selected step (`selected`), steps,
@@ -803,10 +853,11 @@ class XtremeRunner:
     merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
     return jax.tree_util.tree_map(lambda x: x[: len(features)], merged)
 
-  def _decode(self, spec, s: TaskSettings, trainer, params, examples, features, owners):
+  def _decode(self, spec, s: TaskSettings, trainer, params, examples, features, owners,
+              kind: Optional[task_kinds.Kind] = None):
     """Per-example predictions: a label (classification), a tag list (tagging), or {id: answer} (QA)."""
     predict = lambda keys: self._predict(trainer, params, features, keys, s.batch_size)  # noqa: E731
-    return task_kinds.of(spec).decode(spec, s, predict, examples, features, owners)
+    return (kind or self.kind(spec.name)).decode(spec, s, predict, examples, features, owners)
 
   def made_by(self, task: str, language: str, split: str) -> Optional[str]:
     """Digest of everything that makes the prediction of (task, language, split): the finished model
@@ -858,7 +909,7 @@ class XtremeRunner:
   def predict_language(self, task: str, language: str, pseudo: bool = False) -> str:
     """Predicts the test set of `language` (the translated / pseudo one where the setting says so); its path."""
     spec = self.spec(task)
-    kind, s = task_kinds.of(spec), self.settings.recipe(spec.model)
+    kind, s = self.kind(task), self.recipe(task)
     split = self.test_split(task, language, pseudo)
     examples = self.read(task, language, split)
     trainer, params = self.finetuned(task, language)
@@ -1064,7 +1115,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
       _require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
                f"layers are 0 (embeddings) .. {config.num_layers}")
     else:
-      seq_len = runner.settings.recipe(runner.spec(task).model).seq_len
+      seq_len = runner.recipe(task).seq_len
     _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
              f"(max_positions={config.max_positions}); lower the task's seq_len")
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}
@@ -1080,8 +1131,15 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
 
 
 def _check_training_languages(runner: XtremeRunner, tasks: Sequence[str]) -> None:
-  """The pivot language / training languages / language rates name languages with training data."""
+  """The pivot language / training languages / language rates name languages with training data; the
+  multi-task tasks are the benchmark's pair-classification tasks."""
   s = runner.settings
+  if s.setting == "multi_task":
+    unknown = sorted(set(s.multi_tasks) - set(runner.benchmark.task_names))
+    _require(not unknown, f"FinetuneSettings.multi_tasks: unknown {runner.benchmark.name.upper()} task(s) "
+             f"{unknown}; valid: {list(runner.benchmark.task_names)}")
+    runner.kind(s.multi_tasks[0])  # refuses tasks of other kinds
+
   if s.setting not in ("pivot_language", "multi_language"):
     return
   for task in tasks:
