@@ -30,6 +30,13 @@ Mixtures (the settings of `BenchmarkSpec.settings`)
 * `xglue_{task}_pivot_{lg}`: the training data of `{lg}`, every language evaluated.
 * `xglue_{task}_multi_language`: the training data of every language, each
   drawn in proportion to its number of examples, every language evaluated.
+  Its members are fixed at registration, so building its train split needs
+  every language's training file (the release has English only; the run
+  mode's `multi_language` uses the files it finds).
+* `xglue_multi_task`: the English training data of the paper's Table 9 tasks
+  (`registry.xglue.MULTI_TASK`), each `xglue_{task}_en_multitask` in the union
+  schema of `tasks/xtreme.py` with its `task` name, mixed in proportion to
+  their sizes (the merged training sets).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ import seqio
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
+from xtreme_jax.registry.xglue import MULTI_TASK
 from xtreme_tasks.xtreme import XtremeSource, output_features, register_mixture, train_examples_rate
 
 DATA_DIR_ENV = "XTREME_JAX_XGLUE_DIR"
@@ -81,10 +89,11 @@ def _metric(task: str, language: str, targets: Sequence[dict], predictions: Sequ
 
 
 def register_task(task: str, language: str, variant: str = "") -> seqio.Task:
-  """Registers (replacing any previous one) `task_name(task, language, variant)`; variant "eval": no train split."""
+  """Registers (replacing any previous one) `task_name(task, language, variant)`; variant "eval": no train split;
+  "multitask": the union schema with the task's name (the multi-task mixture's members)."""
   spec = XGLUE.task(task)
   splits = [s for s, langs in spec.languages.items() if language in langs and not (variant == "eval" and s == "train")]
-  source = XtremeSource(task, language, splits, benchmark=XGLUE, data_fn=data)
+  source = XtremeSource(task, language, splits, union_schema=variant == "multitask", benchmark=XGLUE, data_fn=data)
   name = task_name(task, language, variant)
   seqio.TaskRegistry.remove(name)
   return seqio.TaskRegistry.add(name, source=source, output_features=output_features(source.features),
@@ -109,6 +118,10 @@ def register_all() -> None:
       register_mixture(f"xglue_{spec.name.lower()}_pivot_{lg}", evaluated(spec.name, lg))
     register_mixture(f"xglue_{spec.name.lower()}_multi_language", evaluated(spec.name, *spec.languages["train"]),
                      default_rate=train_examples_rate)
+  for task in MULTI_TASK:
+    register_task(task, XGLUE.task(task).train[1], "multitask")
+  register_mixture("xglue_multi_task", [task_name(t, XGLUE.task(t).train[1], "multitask") for t in MULTI_TASK],
+                   default_rate=train_examples_rate)
 
 
 register_all()

@@ -79,3 +79,12 @@ def test_bad_input_names_file_line_and_what_was_expected(tmp_path):
     xglue_readers.read("WPR", str(tmp_path), "zh", "test")
   with pytest.raises(errors.ConfigError, match="unknown XGLUE task 'SQUAD'"):
     xglue_readers.read("SQUAD", str(tmp_path), "en", "dev")
+
+
+def test_missing_non_english_training_data_says_where_to_put_it(tmp_path):
+  with pytest.raises(errors.MissingInputError, match=r"XGLUE XNLI: no de training data at .*XNLI/multinli\.train\.de"
+                                                    r"\.tsv; the release ships en only: put the de training set"):
+    xglue_readers.read("XNLI", str(tmp_path), "de", "train")
+  with pytest.raises(errors.MissingInputError, match=r"XGLUE XNLI: expected file .*XNLI/multinli\.train\.en\.tsv does "
+                                                    r"not exist; pass the unpacked xglue_full_dataset"):
+    xglue_readers.read("XNLI", str(tmp_path), "en", "train")

@@ -96,3 +96,11 @@ def test_every_task_and_language_is_registered():
       assert xg.task_name(spec.name, lg, "eval") in seqio.TaskRegistry.names()
   with pytest.raises(ValueError, match="valid: de en fr"):
     xg.task_name("QADSM", "es")
+
+
+def test_multi_task_mixture_merges_the_table_9_training_sets(sample):
+  mix = seqio.get_mixture_or_task("xglue_multi_task")
+  assert {t.name for t in mix.tasks} == {f"xglue_{t}_en_multitask" for t in ("xnli", "pawsx", "nc", "qam", "qadsm")}
+  rows = _examples("xglue_nc_en_multitask", "train")
+  assert len(rows) == 30 and {r["task"] for r in rows} == {"NC"} and rows[0]["text_a"] and rows[0]["label"]
+  assert rows[0]["tokens"] == [] and rows[0]["answers/text"] == []  # fields of other kinds stay empty

@@ -46,6 +46,10 @@ def path(spec: TaskSpec, data_dir: str, language: str, split: str) -> str:
   """The file of (task, language, split); MissingInputError naming it when absent."""
   file = os.path.join(data_dir, spec.file(split, language))
   if not fs.isfile(file):
+    if split == "train" and language != spec.train[1]:
+      raise errors.MissingInputError(
+          f"XGLUE {spec.name}: no {language} training data at {file}; the release ships {spec.train[1]} only: "
+          f"put the {language} training set (e.g. a machine translation of the {spec.train[1]} file) there")
     raise errors.MissingInputError(f"XGLUE {spec.name}: expected file {file} does not exist; pass the unpacked "
                                    "xglue_full_dataset folder (github.com/microsoft/XGLUE) as the data folder")
   return file

@@ -546,9 +546,11 @@ def render_markdown(results: Mapping) -> str:
   return "\n\n".join(parts) + "\n"
 
 
-def _remove_stale_plots(out_dir: str, written: Mapping[str, str]) -> None:
-  """Deletes the plots an earlier report left in `out_dir` that this one does not have (a task no longer run)."""
-  for name in [_plot_name(task) for task in metrics.TASK_LANGUAGES] + [LOSS_PLOT]:
+def _remove_stale_plots(out_dir: str, written: Mapping[str, str], tasks: Sequence[str] = tuple(metrics.TASK_LANGUAGES)
+                        ) -> None:
+  """Deletes the plots an earlier report left in `out_dir` that this one does not have (a task no longer run);
+  `tasks`: every task of the benchmark."""
+  for name in [_plot_name(task) for task in tasks] + [LOSS_PLOT]:
     if name not in written:
       fs.remove(os.path.join(out_dir, name), missing_ok=True)
 
@@ -628,6 +630,7 @@ def write_xglue_report(results: Mapping, out_dir: str) -> dict[str, str]:
       name = _plot_name(task)
       paths[name] = plot_task(task, per_language, os.path.join(out_dir, name),
                               XGLUE_SCORE_LABEL[XGLUE.task(task).score])
+  _remove_stale_plots(out_dir, paths, XGLUE.task_names)
   paths["results.json"] = os.path.join(out_dir, "results.json")
   atomic.write_json(paths["results.json"], results)
   paths["report.md"] = os.path.join(out_dir, "report.md")

@@ -63,6 +63,9 @@ WPR = _task("WPR", "de en es fr it pt zh", "ranking", {"*": "WPR/xglue.wpr.{lg}.
 QAM = _task("QAM", "de en fr", "pair_classification", {"*": "QAM/xglue.qam.{lg}.{split}"}, labels=QAM_LABELS,
             train=("QAM", "en", "train"), model="QAM")
 
+# The XGLUE paper's multi-task fine-tuning (Table 9): one model on the merged English training sets of these.
+MULTI_TASK = ("XNLI", "PAWSX", "NC", "QAM", "QADSM")
+
 XGLUE = BenchmarkSpec(
     name="xglue",
     tasks=(NER, POS, NC, MLQA, XNLI, PAWSX, QADSM, WPR, QAM),

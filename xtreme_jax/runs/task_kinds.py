@@ -62,6 +62,11 @@ class Kind:
     raise NotImplementedError
 
 
+def classification_head(config: TransformerConfig) -> str:
+  """RoBERTa's classification head for XLM-R-style models, BERT's pooler head otherwise."""
+  return "roberta" if config.position_style == "roberta" else "pooler"
+
+
 class PairClassification(Kind):
   """A label per text pair: [CLS] a [SEP] b [SEP], a head on the first token; accuracy."""
 
@@ -70,8 +75,7 @@ class PairClassification(Kind):
   selection = ("dev_accuracy", "accuracy")
 
   def model(self, spec, config):
-    head = "roberta" if config.position_style == "roberta" else "pooler"
-    return ClassificationModel(config, len(spec.labels), head)
+    return ClassificationModel(config, len(spec.labels), classification_head(config))
 
   def features(self, spec, examples, vocab, settings, training):
     index = {label: i for i, label in enumerate(spec.labels)}
@@ -122,7 +126,8 @@ class MultiTask(PairClassification):
   (`MultiTaskClassificationModel`; XGLUE's multi-task setting). `specs` are the member tasks in head order;
   each window carries `task_ids`, the index of its task's head, and is decoded with that task's labels."""
 
-  model_keys = PairClassification.model_keys + ("task_ids",)
+  # task_ids before the weights: the last key is the one padding rows are weighted out by
+  model_keys = ("input_ids", "input_mask", "token_type_ids", "task_ids", "labels", "example_weights")
   predict_keys = model_keys
 
   def __init__(self, specs: Sequence[TaskSpec]):
@@ -134,8 +139,8 @@ class MultiTask(PairClassification):
     self.index = {s.name: i for i, s in enumerate(self.specs)}
 
   def model(self, spec, config):
-    head = "roberta" if config.position_style == "roberta" else "pooler"
-    return MultiTaskClassificationModel(config, num_classes=tuple(len(s.labels) for s in self.specs), head=head)
+    return MultiTaskClassificationModel(config, num_classes=tuple(len(s.labels) for s in self.specs),
+                                        head=classification_head(config))
 
   def features(self, spec, examples, vocab, settings, training):
     out, owners = super().features(spec, examples, vocab, settings, training)

@@ -126,7 +126,7 @@ from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec
+from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
@@ -319,7 +319,7 @@ class FinetuneSettings:
   pivot_language: str = "en"
   train_languages: Optional[Sequence[str]] = None
   language_rates: Optional[Mapping[str, float]] = None
-  multi_tasks: Sequence[str] = ("XNLI", "PAWSX", "NC", "QAM", "QADSM")
+  multi_tasks: Sequence[str] = xglue_registry.MULTI_TASK
 
   def __post_init__(self):
     v.require(self, "setting", lambda x: x in SETTINGS, f"one of {SETTINGS}")
@@ -529,10 +529,13 @@ class XtremeRunner:
       return task_kinds.MultiTask([self.spec(t) for t in self.settings.multi_tasks])
     return task_kinds.of(self.spec(task))
 
+  def recipe_key(self, task: str) -> str:
+    """The `FinetuneSettings.tasks` key of `task`'s model (the multi-task model: its first task's)."""
+    return self.spec(self.settings.multi_tasks[0] if self.multi_task(task) else task).model
+
   def recipe(self, task: str) -> TaskSettings:
-    """The `TaskSettings` of `task`'s model (the multi-task model: its first task's)."""
-    key = self.settings.multi_tasks[0] if self.multi_task(task) else task
-    return self.settings.recipe(self.spec(key).model)
+    """The `TaskSettings` of `task`'s model."""
+    return self.settings.recipe(self.recipe_key(task))
 
   def prediction_path(self, task: str, language: str, directory: Optional[str] = None) -> str:
     return os.path.join(directory or self.submission, self.benchmark.prediction_file(task, language))
@@ -574,13 +577,16 @@ class XtremeRunner:
         return spec.model, (spec.train,), None
       return (f"{spec.model}_translate_train_{language}",
               (spec.train, (src, language, "translate_train")), None)
-    if setting == "pivot_language" and self.settings.pivot_language != spec.train[1]:
-      pivot = self.settings.pivot_language
-      return f"{spec.model}_pivot_{pivot}", ((spec.train[0], pivot, "train"),), None
+    train_task = spec.train[0] if spec.train else task
+    own = self.spec(train_task).languages.get("train", ())
+    pivot = self.settings.pivot_language
+    if setting == "pivot_language" and pivot != spec.train[1] and pivot in own:
+      return f"{spec.model}_pivot_{pivot}", ((train_task, pivot, "train"),), None
     if setting == "multi_language":
-      langs = self.settings.train_languages or [lg for lg in self.spec(spec.train[0]).languages.get("train", ())
-                                                if self.available(spec.train[0], lg, "train")]
-      return (f"{spec.model}_multi_language", tuple((spec.train[0], lg, "train") for lg in langs), None)
+      wanted = self.settings.train_languages
+      langs = ([lg for lg in own if lg in wanted] if wanted is not None  # the task's own order
+               else [lg for lg in own if self.available(train_task, lg, "train")])
+      return (f"{spec.model}_multi_language", tuple((train_task, lg, "train") for lg in langs), None)
     if setting not in ("in_language", "in_language_fewshot", "in_language_multi") or task not in IN_LANGUAGE_TASKS:
       return spec.model, (spec.train,), None
     train_langs = spec.languages["train"]
@@ -641,11 +647,13 @@ class XtremeRunner:
     if not devs:
       return None
     metric, name = kind.selection
-    n = len(devs)
-    criterion = (f"en dev {name}" if s.selection == "english_dev"
-                 else f"mean dev {name} over {n} language" + "s" * (n > 1))
     if len(members) > 1:
-      criterion = f"mean over {len({d[0] for d in devs})} tasks of their {criterion}"
+      scope = "en dev" if s.selection == "english_dev" else "mean dev"
+      criterion = f"mean over {len({d[0] for d in devs})} tasks of their {scope} {name} ({len(devs)} dev sets)"
+    else:
+      n = len(devs)
+      criterion = (f"en dev {name}" if s.selection == "english_dev"
+                   else f"mean dev {name} over {n} language" + "s" * (n > 1))
     return {"criterion": criterion, "metric": metric, "dev": tuple(devs)}
 
   def model_spec(self, task: str, name: str, sources: tuple, limit: Optional[int]) -> dict:
@@ -690,7 +698,7 @@ class XtremeRunner:
   def finetuned(self, task: str, language: str):
     """(trainer, params) of the model `task` uses for `language` (one model in memory at a time)."""
     name, sources, limit = self.training_set(task, language)
-    self.models.setdefault(name, self.spec(task).model)
+    self.models.setdefault(name, self.recipe_key(task))
     if self._model_in_memory[0] != name:
       self._model_in_memory = (None, None)  # free the previous model first
       self._model_in_memory = (name, self._finetune(task, name, sources, limit))
@@ -892,7 +900,7 @@ class XtremeRunner:
     groups: dict[str, list[str]] = {}
     for lg in languages:
       name = self.training_set(task, lg)[0]
-      self.models.setdefault(name, self.spec(task).model)
+      self.models.setdefault(name, self.recipe_key(task))
       made_by = self.made_by(task, lg, self.test_split(task, lg, pseudo))
       if not self.records(directory).up_to_date(self.prediction_path(task, lg, directory), made_by):
         groups.setdefault(name, []).append(lg)
@@ -1119,15 +1127,31 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
     _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
              f"(max_positions={config.max_positions}); lower the task's seq_len")
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}
-  if labels_dir and bench is XGLUE:  # the official task average is over every language of the task
-    partial = {t: [lg for lg in runner.spec(t).test_languages if lg not in langs] for t, langs in plan.items()}
-    partial = {t: lgs for t, lgs in partial.items() if lgs}
-    _require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
-             "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
+  if labels_dir and bench is XGLUE:
+    _check_xglue_labels(runner, plan, labels_dir)
   for task, langs in plan.items():
     for lg in langs:
       runner.check_inputs(task, lg)
   return plan
+
+
+def _check_xglue_labels(runner: XtremeRunner, plan: Mapping[str, list], labels_dir: str) -> None:
+  """Scoring XGLUE needs every language of a task (the official average is over all of them), each with a
+  labelled ground-truth file for the predicted split (the release hides the test labels)."""
+  from xtreme_jax.data import xglue_readers
+  partial = {t: [lg for lg in runner.spec(t).test_languages if lg not in langs] for t, langs in plan.items()}
+  partial = {t: lgs for t, lgs in partial.items() if lgs}
+  _require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
+           "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
+  for task, langs in plan.items():
+    if runner.spec(task).kind == "span_qa":
+      continue  # answers are part of every MLQA file
+    for lg in langs:
+      gold = xglue_readers.read(task, labels_dir, lg, runner.split)
+      key = "tags" if runner.spec(task).kind == "tagging" else "label"
+      _require(all(ex[key] is not None for ex in gold),
+               f"LABELS_DIR: {xglue_readers.path(runner.spec(task), labels_dir, lg, runner.split)} has no labels "
+               f"(the XGLUE release hides its test labels); score SPLIT='dev' or set LABELS_DIR=None")
 
 
 def _check_training_languages(runner: XtremeRunner, tasks: Sequence[str]) -> None:
@@ -1142,18 +1166,22 @@ def _check_training_languages(runner: XtremeRunner, tasks: Sequence[str]) -> Non
 
   if s.setting not in ("pivot_language", "multi_language"):
     return
+  # A task trains on the named languages it has (the others stay out of its training set; with no pivot
+  # language of its own it stays zero-shot); a language no task of the run has is a typo.
+  own = {task: runner.spec(runner.spec(task).train[0]).languages.get("train", ()) for task in tasks}
+  wanted = ([s.pivot_language] if s.setting == "pivot_language"
+            else list(s.train_languages or []) + list(s.language_rates or {}))
+  unknown = sorted(set(wanted) - {lg for langs in own.values() for lg in langs})
+  _require(not unknown, f"training language(s) {unknown} are languages of none of the tasks {list(tasks)}; "
+           f"valid: {' '.join(sorted({lg for langs in own.values() for lg in langs}))}")
   for task in tasks:
     spec = runner.spec(task)
-    valid = runner.spec(spec.train[0]).languages.get("train", ())
-    wanted = [s.pivot_language] if s.setting == "pivot_language" else list(s.train_languages or [])
-    wanted += list(s.language_rates or {}) if s.setting == "multi_language" else []
-    unknown = sorted(set(wanted) - set(valid))
-    _require(not unknown, f"{task}: training language(s) {unknown} are not languages of the task; valid: "
-             f"{' '.join(valid)}")
+    if s.setting == "pivot_language" and s.pivot_language not in own[task]:
+      _say(f"{task}: {s.pivot_language} is not one of its languages; it stays zero-shot ({spec.train[1]})")
     if s.setting == "multi_language":
       sources = runner.training_set(task, spec.test_languages[0])[1]
-      _require(bool(sources), f"{task}: no training data for any language on disk (expected e.g. "
-               f"{runner.data.location(spec.train[0], spec.train[1], 'train')})")
+      _require(bool(sources), f"{task}: no training data for any of the training languages on disk (expected "
+               f"e.g. {runner.data.location(spec.train[0], spec.train[1], 'train')})")
 
 
 def run_fingerprint(runner: XtremeRunner) -> dict:
