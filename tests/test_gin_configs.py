@@ -16,6 +16,7 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/evaluate_classification.gin": ["DATA_DIR='d'", "EVAL_FILE='e'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/veco_pretrain.gin": ["MONO_DIR='m'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/veco_pretrain_wiki40b.gin": ["VOCAB='v'", "RUN_DIR='r'"],
+    "experiments/xglue_tiny.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 

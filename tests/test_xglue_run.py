@@ -16,9 +16,10 @@ from conftest import TINY
 from xtreme_jax import errors
 from xtreme_jax.data import paths, xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
-from xtreme_jax.models.classification import ClassificationModel, MultiTaskClassificationModel
+from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
+                                               RatingRegressionModel)
 from xtreme_jax.registry import XGLUE
-from xtreme_jax.runs import xtreme
+from xtreme_jax.runs import task_kinds, xtreme
 from xtreme_jax.training.optim import OptimizerConfig
 
 SAMPLE = paths.sample_xglue_dir()
@@ -117,7 +118,7 @@ def test_pivot_language_trains_on_that_languages_data(sample_with_german_trainin
 def test_multi_language_mixes_languages_by_rate(sample_with_german_training, tmp_path):
   runner = _runner(tmp_path, sample_with_german_training, setting="multi_language")
   name, sources, _ = runner.training_set("QADSM", "fr")
-  assert name == "QADSM_multi_language" and sources == (("QADSM", "de", "train"), ("QADSM", "en", "train"))
+  assert name == "QADSM_multi_de_en" and sources == (("QADSM", "de", "train"), ("QADSM", "en", "train"))
   de, en = (runner.read(*src) for src in sources)
   assert runner.training_examples(sources, None) == de + en  # no rates: the concatenation
   weighted = _runner(tmp_path, sample_with_german_training, setting="multi_language",
@@ -163,17 +164,19 @@ def test_start_up_checks_name_what_is_valid(tmp_path):
 def test_multi_task_trains_one_model_with_a_head_per_task(tmp_path):
   results = xtreme.xglue(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), labels_dir=SAMPLE,
                          tasks=("NC", "QADSM"), settings=_settings(setting="multi_task", multi_tasks=("NC", "QADSM")))
-  assert sorted(os.listdir(tmp_path / "models")) == ["multi_task"]
-  config = json.loads((tmp_path / "models" / "multi_task" / "run_config.json").read_text())
+  assert sorted(os.listdir(tmp_path / "models")) == ["multi_task_NC_QADSM"]
+  model = tmp_path / "models" / "multi_task_NC_QADSM"
+  config = json.loads((model / "run_config.json").read_text())
   assert config["train"] == [["NC", "en", "train"], ["QADSM", "en", "train"]]
   assert config["model"]["num_classes"] == [10, 2]
   for task in ("NC", "QADSM"):  # each task's predictions are its own labels
     for lg in XGLUE.task(task).test_languages:
       lines = (tmp_path / "submission-multi_task" / task / f"{lg}.prediction").read_text().splitlines()
       assert lines and set(lines) <= set(XGLUE.task(task).labels)
-  assert results["runs"]["multi_task"]["criterion"] == "mean over 2 tasks of their mean dev accuracy (8 dev sets)"
-  assert results["runs"]["multi_task"]["task"] == "NC"  # the recipe it trains with: the first task's
-  metrics = [json.loads(line) for line in (tmp_path / "models" / "multi_task" / "metrics.jsonl").read_text().splitlines()]
+  run = results["runs"]["multi_task_NC_QADSM"]
+  assert run["criterion"] == "mean over 2 tasks of their mean dev accuracy (8 dev sets)"
+  assert run["task"] == "NC"  # the recipe it trains with: the first task's
+  metrics = [json.loads(line) for line in (model / "metrics.jsonl").read_text().splitlines()]
   dev = next(m for m in metrics if "eval/dev_accuracy" in m)
   nc = [dev[f"eval/dev_accuracy/NC/{lg}"] for lg in XGLUE.task("NC").test_languages]
   qadsm = [dev[f"eval/dev_accuracy/QADSM/{lg}"] for lg in XGLUE.task("QADSM").test_languages]
@@ -220,3 +223,28 @@ def test_scoring_unlabelled_ground_truth_is_refused_before_training(tmp_path):
                                                r"labels\); score SPLIT='dev'"):
     xtreme.check_run(runner, ("QADSM",), None, str(root))
   assert xtreme.check_run(runner, ("QADSM",), None, None) == {"QADSM": ["de", "en", "fr"]}
+
+
+def test_rating_regression_is_squared_error_and_decodes_to_rounded_clipped_ratings():
+  model = RatingRegressionModel(CONFIG)
+  outputs = jax.numpy.array([[0.4], [2.6], [5.2]])
+  batch = {"labels": np.array([1, 3, 4]), "example_weights": np.array([1.0, 1.0, 0.0], np.float32)}
+  loss, terms = model.loss_terms(outputs, batch)
+  assert float(loss) == pytest.approx(0.6 ** 2 + 0.4 ** 2)  # the third row has weight 0
+  assert float(terms["accuracy"]) == 1.0 and float(terms["weight"]) == 2.0  # 2.6 rounds to 3
+  kind = task_kinds.RankingRegression()
+  decoded = kind.decode(XGLUE.task("WPR"), None, lambda keys: np.array([[-0.7], [1.49], [2.5], [9.0]]), [], [], [])
+  assert decoded == ["0", "1", "2", "4"]  # rint rounds half to even; clipped to the 0-4 scale
+
+
+@pytest.mark.slow
+def test_wpr_regression_head_runs_end_to_end(tmp_path):
+  settings = _settings()
+  settings = dataclasses.replace(settings, tasks={**settings.tasks,
+                                                  "WPR": dataclasses.replace(RECIPE, ranking_head="regression")})
+  results = xtreme.xglue(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), labels_dir=SAMPLE, tasks=("WPR",),
+                         settings=settings, split="dev")
+  assert json.loads((tmp_path / "models" / "WPR" / "run_config.json").read_text())["model"]["num_classes"] == 1
+  lines = (tmp_path / "submission-dev" / "WPR" / "de.prediction").read_text().splitlines()
+  assert lines and set(lines) <= set(XGLUE.task("WPR").labels)
+  assert 0 < results["tasks"]["WPR"]["avg"] <= 1

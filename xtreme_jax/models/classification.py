@@ -8,6 +8,9 @@ Features: `input_ids, input_mask, token_type_ids, labels, example_weights`.
 `MultiTaskClassificationModel`: one shared encoder and one such head per
 task (XGLUE's multi-task fine-tuning); each example is classified by the head
 of its `task_ids` entry, over that task's classes.
+
+`RatingRegressionModel`: the same head with one output, a real-valued rating
+trained with squared error against the integer `labels` (XGLUE WPR's 0-4).
 """
 
 from __future__ import annotations
@@ -122,3 +125,22 @@ class MultiTaskClassificationModel(ClassificationModel):
 
   def dummy_batch(self, batch_size: int, seq_len: int) -> dict:
     return {**super().dummy_batch(batch_size, seq_len), "task_ids": np.zeros((batch_size,), np.int32)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RatingRegressionModel(ClassificationModel):
+  """A rating per pair: the classification head with one output, squared error against `labels` (the rating,
+  an integer); metrics: loss (the squared error sum), accuracy (the rounded rating equals the label)."""
+
+  num_classes: int = 1
+
+  def network(self, deterministic: bool) -> nn.Module:
+    return ClassifierNetwork(self.config, 1, self.head, deterministic)
+
+  def loss_terms(self, outputs, batch):
+    rating = outputs[..., 0].astype(jnp.float32)
+    target = batch["labels"].astype(jnp.float32)
+    weights = batch["example_weights"].astype(jnp.float32)
+    loss = jnp.sum(jnp.square(rating - target) * weights)
+    correct = (jnp.round(rating) == target).astype(jnp.float32)
+    return loss, {"weight": jnp.sum(weights), "loss": loss, "accuracy": jnp.sum(correct * weights)}

@@ -23,7 +23,8 @@ from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
 from xtreme_jax.evaluation import metrics
 from xtreme_jax.evaluation.span_decoding import best_spans
-from xtreme_jax.models.classification import ClassificationModel, MultiTaskClassificationModel
+from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
+                                               RatingRegressionModel)
 from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.tagging import TaggingModel
 from xtreme_jax.networks.config import TransformerConfig
@@ -107,8 +108,9 @@ class Ranking(PairClassification):
 
   The official submission holds one rating per row and is scored with nDCG
   per query group, ties between a query's pages averaged: a classifier's
-  argmax gives those integer ratings directly. (Rounded regression is the
-  alternative; comparing the two by dev nDCG needs the real WPR data.)
+  argmax gives those integer ratings directly. `RankingRegression` (rounded
+  regression) is the alternative, chosen with `TaskSettings.ranking_head`;
+  which is better is a dev-nDCG comparison on the real WPR data.
   Checkpoints are selected on the mean dev nDCG x100 over query groups
   (`metrics.grouped_ndcg`, the scorer's definition; rows carry `group`).
   """
@@ -119,6 +121,18 @@ class Ranking(PairClassification):
     ndcg = metrics.grouped_ndcg([ex["group"] for ex in examples], [float(ex["label"]) for ex in examples],
                                 [float(p) for p in predicted])
     return 0.0 if ndcg is None else 100 * ndcg
+
+
+class RankingRegression(Ranking):
+  """WPR's rating as rounded regression: one real output per pair trained with squared error, rounded to the
+  nearest rating and clipped to the scale for the submission (`TaskSettings.ranking_head='regression'`)."""
+
+  def model(self, spec, config):
+    return RatingRegressionModel(config, head=classification_head(config))
+
+  def decode(self, spec, settings, predict, examples, features, owners):
+    ratings = np.clip(np.rint(predict(self.predict_keys)[..., 0]), 0, len(spec.labels) - 1).astype(int)
+    return [spec.labels[r] for r in ratings]
 
 
 class MultiTask(PairClassification):

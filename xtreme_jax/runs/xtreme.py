@@ -161,6 +161,7 @@ TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.t
 TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
 TRANSLATION_KINDS = translations.KINDS
 SELECTIONS = ("english_dev", "mean_dev", "final")
+RANKING_HEADS = ("classification", "regression")  # WPR: classes over the ratings, or rounded regression
 HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, mean loss] points
 
 
@@ -207,7 +208,9 @@ class TaskSettings:
   (`english_dev`: best English dev score, as the official scripts;
   `mean_dev`: best mean over the dev languages on disk, as XGLUE and FILTER;
   `final`: the last update, as the official QA scripts, which QA models and
-  tasks without dev data always use). See the module doc.
+  tasks without dev data always use). See the module doc. `ranking_head`:
+  the head of a ranking task (XGLUE WPR), `classification` over the ratings or
+  rounded `regression` (`runs/task_kinds.py`).
   """
 
   epochs: float = 5.0
@@ -222,6 +225,7 @@ class TaskSettings:
                                               weight_decay=0.0)
   eval_every: Optional[Union[int, str]] = None
   selection: str = "english_dev"
+  ranking_head: str = "classification"
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -240,6 +244,7 @@ class TaskSettings:
     v.require(self, "eval_every", lambda x: x is None or x == "epoch" or v.positive_int(x),
               "None, a positive integer or 'epoch'")
     v.require(self, "selection", lambda x: x in SELECTIONS, f"one of {SELECTIONS}")
+    v.require(self, "ranking_head", lambda x: x in RANKING_HEADS, f"one of {RANKING_HEADS}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -527,6 +532,8 @@ class XtremeRunner:
     """What fine-tuning does for `task`: its kind (`task_kinds.of`), or the multi-task kind of its model."""
     if self.multi_task(task):
       return task_kinds.MultiTask([self.spec(t) for t in self.settings.multi_tasks])
+    if self.spec(task).kind == "ranking" and self.recipe(task).ranking_head == "regression":
+      return task_kinds.RankingRegression()
     return task_kinds.of(self.spec(task))
 
   def recipe_key(self, task: str) -> str:
@@ -563,7 +570,8 @@ class XtremeRunner:
     """
     spec, setting = self.spec(task), self.settings.setting
     if self.multi_task(task):
-      return "multi_task", tuple(self.spec(t).train for t in self.settings.multi_tasks), None
+      return ("multi_task_" + "_".join(self.settings.multi_tasks),
+              tuple(self.spec(t).train for t in self.settings.multi_tasks), None)
     if setting in TRANSLATION_SETTINGS:
       src = TRANSLATE_TRAIN_SOURCE.get(task)
       if setting == "translate_test" or src is None:
@@ -586,7 +594,7 @@ class XtremeRunner:
       wanted = self.settings.train_languages
       langs = ([lg for lg in own if lg in wanted] if wanted is not None  # the task's own order
                else [lg for lg in own if self.available(train_task, lg, "train")])
-      return (f"{spec.model}_multi_language", tuple((train_task, lg, "train") for lg in langs), None)
+      return (f"{spec.model}_multi_{'_'.join(langs)}", tuple((train_task, lg, "train") for lg in langs), None)
     if setting not in ("in_language", "in_language_fewshot", "in_language_multi") or task not in IN_LANGUAGE_TASKS:
       return spec.model, (spec.train,), None
     train_langs = spec.languages["train"]
@@ -1274,23 +1282,28 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
   if not labels_dir:
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
     return extras
-  from xtreme_jax.evaluation import report, scorer, xglue_scorer
   _say(f"scoring {runner.submission} against {labels_dir}")
-  if runner.benchmark is XGLUE:
-    results = xglue_scorer.score_submission(runner.submission, labels_dir, runner.split, list(plan))
-    results = {**results, "runs": extras["runs"]}
-    if jax.process_index() == 0:
-      atomic.write_json(runner.scores_path, results)
-      report.write_xglue_report(results, runner.report_dir)
-    print(xglue_scorer.format_table(results))
-    print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
-    return results
-  results = scorer.score_submission(runner.submission, labels_dir, out=runner.scores_path, tasks=list(plan))
-  results = {**results, **extras}
-  report.write_report(results, runner.report_dir)
-  print(scorer.format_table(results))
+  score, write_report, table = _scoring(runner.benchmark)
+  scores = score(runner, list(plan), labels_dir)
+  results = {**scores, **extras}
+  if jax.process_index() == 0:
+    atomic.write_json(runner.scores_path, scores)  # the scorer's output, as `xtreme-jax score --out` writes it
+    write_report(results, runner.report_dir)
+  print(table(results))
   print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
   return results
+
+
+def _scoring(benchmark: BenchmarkSpec) -> tuple:
+  """(score(runner, tasks, labels_dir), write_report(results, dir), format_table(results)) of the benchmark's
+  official scorer: XTREME's leaderboard scorer, or XGLUE's (0-1 scale, its ground-truth layout)."""
+  from xtreme_jax.evaluation import report, scorer, xglue_scorer
+  if benchmark is XGLUE:
+    return (lambda runner, tasks, labels: xglue_scorer.score_submission(runner.submission, labels, runner.split,
+                                                                        tasks),
+            report.write_xglue_report, xglue_scorer.format_table)
+  return (lambda runner, tasks, labels: scorer.score_submission(runner.submission, labels, tasks=tasks),
+          report.write_report, scorer.format_table)
 
 
 def score_pseudo(runner: XtremeRunner, plan: dict) -> dict:
