@@ -1,5 +1,6 @@
-"""XGLUE seqio tasks generated from the registry (`tasks/xglue.py`): what they yield is what the XGLUE runner reads,
-their metric is the official scorer's, their mixtures follow the settings."""
+"""seqio tasks generated from the registry (`tasks/xglue.py`, `tasks/xtreme.py`): what they yield is what the runner
+reads (every XGLUE task, XTREME's fine-tuned tasks), their metric is the official scorer's, their mixtures follow the
+settings."""
 
 import numpy as np
 import pytest
@@ -104,3 +105,23 @@ def test_multi_task_mixture_merges_the_table_9_training_sets(sample):
   rows = _examples("xglue_nc_en_multitask", "train")
   assert len(rows) == 30 and {r["task"] for r in rows} == {"NC"} and rows[0]["text_a"] and rows[0]["label"]
   assert rows[0]["tokens"] == [] and rows[0]["answers/text"] == []  # fields of other kinds stay empty
+
+
+@pytest.mark.parametrize("task", ["xnli", "pawsx", "udpos", "panx", "xquad", "mlqa", "tydiqa"])
+def test_xtreme_tasks_yield_what_the_runner_reads(tmp_path, task):
+  """The same agreement for XTREME's fine-tuned tasks on the bundled XTREME sample."""
+  import xtreme_tasks.xtreme as xt
+  from xtreme_jax.registry import XTREME
+  xt.set_data_dir(paths.sample_xtreme_dir())
+  try:
+    runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), TINY, paths.sample_vocab(), None,
+                                 xtreme.FinetuneSettings(), None)
+    spec = XTREME.task(task)
+    train_task, train_lg, _ = spec.train
+    cases = [(train_task, train_lg, "train")] + [(task, lg, "test") for lg in runner.data.benchmark.task(
+        task).test_languages if runner.available(task, lg, "test")][:2]
+    for name, lg, split in cases:
+      assert _examples(xt.task_name(name, lg), split) == _as_rows(XTREME.task(name),
+                                                                    runner.read(name, lg, split)), (name, lg, split)
+  finally:
+    xt.set_data_dir(None)
