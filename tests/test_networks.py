@@ -11,7 +11,8 @@ import pytest
 from conftest import TINY
 from xtreme_jax import errors
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params, unstack_layer_params
-from xtreme_jax.networks.layers import attention_mask, default_positions, max_tokens
+from xtreme_jax.networks.layers import (attention_implementation, default_positions, dot_product_attention,
+                                        max_tokens)
 
 IDS = jnp.array([[2, 5, 6, 7, 3, 0], [2, 8, 3, 0, 0, 0]])
 MASK = (IDS > 0).astype(jnp.int32)
@@ -22,13 +23,46 @@ def init(config):
                                                   method=TransformerEncoder.init_all))["params"]
 
 
-def test_attention_mask_masks_keys_and_optionally_future():
-  m = attention_mask(MASK, MASK)
-  assert m.shape == (2, 1, 6, 6)
-  np.testing.assert_array_equal(m[1, 0, 0], [1, 1, 1, 0, 0, 0])
-  np.testing.assert_array_equal(m[1, 0, 5], [1, 1, 1, 0, 0, 0])  # pad queries still see real keys
-  c = attention_mask(MASK, MASK, causal=True)
-  np.testing.assert_array_equal(c[0, 0, 2], [1, 1, 1, 0, 0, 0])
+def _qkv(q_len, k_len, seed=0):
+  r = np.random.default_rng(seed)
+  return [jnp.asarray(r.normal(size=(2, n, TINY.num_heads, TINY.head_dim)), jnp.float32) for n in (q_len, k_len, k_len)]
+
+
+def _attend(impl, q, k, v, key_mask, causal):
+  return dot_product_attention(TINY.replace(attention_implementation=impl), q, k, v, key_mask, causal)
+
+
+@pytest.mark.parametrize("kind", ["padding", "causal", "causal_padding", "cross"])
+def test_fused_attention_equals_the_reference_for_every_mask_kind(kind):
+  q_len = 4 if kind == "cross" else 6
+  q, k, v = _qkv(q_len, 6)
+  key_mask = MASK if kind != "causal" else jnp.ones_like(MASK)
+  causal = kind.startswith("causal")
+  reference = _attend("reference", q, k, v, key_mask, causal)
+  np.testing.assert_allclose(_attend("xla", q, k, v, key_mask, causal), reference, rtol=1e-5, atol=1e-6)
+  # The masks' meaning: padded keys and (causal) later keys change nothing; padded queries see the real keys.
+  k2, v2 = k.at[1, 3:].set(9.0), v.at[1, 3:].set(-9.0)
+  np.testing.assert_allclose(_attend("reference", q, k2, v2, MASK, causal)[1], _attend(
+      "reference", q, k, v, MASK, causal)[1], rtol=1e-6)
+  if causal:
+    k3, v3 = k.at[:, 4:].set(5.0), v.at[:, 4:].set(5.0)
+    np.testing.assert_allclose(_attend("reference", q, k3, v3, key_mask, True)[:, :4], reference[:, :4], rtol=1e-6)
+  if kind == "padding":  # a padded query (row 1, position 5) attends to the three real keys
+    weights = jax.nn.softmax(jnp.einsum("hd,khd->hk", q[1, 5], k[1, :3]) / np.sqrt(TINY.head_dim), axis=-1)
+    np.testing.assert_allclose(reference[1, 5], jnp.einsum("hk,khd->hd", weights, v[1, :3]), rtol=1e-5)
+
+
+def test_attention_dropout_runs_the_reference_path_and_fused_kernels_otherwise(monkeypatch):
+  assert attention_implementation(TINY, deterministic=False) == "reference"  # attention dropout 0.1 in training
+  assert attention_implementation(TINY, deterministic=True) == "xla"  # auto on CPU
+  no_dropout = TINY.replace(attention_dropout_rate=0.0)
+  assert attention_implementation(no_dropout, deterministic=False) == "xla"
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  assert attention_implementation(no_dropout.replace(dtype="bfloat16"), deterministic=True) == "cudnn"
+  assert attention_implementation(no_dropout, deterministic=True) == "xla"  # cuDNN needs bf16 / fp16
+  assert attention_implementation(no_dropout.replace(attention_implementation="reference"), True) == "reference"
+  with pytest.raises(errors.ConfigError, match="attention_implementation='flash'; expected one of"):
+    TINY.replace(attention_implementation="flash")
 
 
 def test_positions_bert_and_roberta():
@@ -96,3 +130,30 @@ def test_sequence_longer_than_the_position_table_is_a_clear_error(style, pad, li
          "lower SEQ_LEN / the reader's max length")
   with pytest.raises(errors.ConfigError, match=re.escape(msg)):
     _trace(config, limit + 1, explicit)
+
+
+def test_embeddings_gather_float32_rows_and_scatter_float32_gradients():
+  """bf16 compute: the rows are gathered from the float32 table and cast after (the gradient's scatter-add runs
+  in float32); float32 compute is unchanged; the tied output projection multiplies in the compute dtype."""
+  from xtreme_jax.networks.layers import Embeddings
+  bf16 = TINY.replace(dtype="bfloat16", type_vocab_size=0, dropout_rate=0.0)
+  module = Embeddings(bf16)
+  params = nn.unbox(module.init(jax.random.PRNGKey(0), IDS, MASK))["params"]
+  table = params["word_embeddings"]["embedding"]
+  positions = params["position_embeddings"]["embedding"]
+  assert table.dtype == jnp.float32
+  x32 = table[IDS] + positions[jnp.arange(6)][None]  # summed in float32, then LayerNorm, then the cast
+  ln = params["layer_norm"]
+  mean, var = x32.mean(-1, keepdims=True), x32.var(-1, keepdims=True)
+  expected = ((x32 - mean) / jnp.sqrt(var + bf16.layer_norm_eps) * ln["scale"] + ln["bias"]).astype(jnp.bfloat16)
+  out = module.apply({"params": params}, IDS, MASK)
+  assert out.dtype == jnp.bfloat16
+  np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(expected, np.float32), atol=1e-2)
+
+  def loss(p):
+    return jnp.sum(module.apply({"params": p}, IDS, MASK).astype(jnp.float32))
+  jaxpr = str(jax.make_jaxpr(jax.grad(loss))(params))
+  scatters = re.findall(r"(\w+)\[[^\]]*\] = scatter-add", jaxpr)
+  assert scatters and all(dtype.startswith("f32") for dtype in scatters), scatters
+  logits = module.apply({"params": params}, out, method=Embeddings.attend)
+  assert logits.dtype == jnp.bfloat16 and logits.shape == (2, 6, TINY.vocab_size)

@@ -11,6 +11,9 @@ import jax.numpy as jnp
 from xtreme_jax import errors
 
 POSITION_STYLES = ("absolute", "roberta")
+# `layers.dot_product_attention`: auto (cudnn on a GPU in bfloat16, else xla), the reference einsum + softmax
+# (the only one with attention-probability dropout), or `jax.nn.dot_product_attention`'s xla / cudnn kernels.
+ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "xla", "cudnn")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +29,8 @@ class TransformerConfig:
   Off (0) by default, as in mBERT, XLM-R and VECO.
   `tie_word_embeddings=False` gives the MLM head its own output projection
   (`mlm_head/decoder/kernel`, (hidden, vocab)) instead of the word embeddings.
+  `attention_implementation` selects the attention kernel
+  (`ATTENTION_IMPLEMENTATIONS`, `layers.dot_product_attention`).
   """
 
   vocab_size: int
@@ -45,6 +50,7 @@ class TransformerConfig:
   dtype: str = "float32"
   scan_layers: bool = False
   remat: bool = False
+  attention_implementation: str = "auto"
 
   def __post_init__(self):
     if self.position_style not in POSITION_STYLES:
@@ -53,6 +59,9 @@ class TransformerConfig:
       raise errors.ConfigError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
     if self.num_languages < 0:
       raise errors.ConfigError(f"num_languages={self.num_languages}; expected >= 0 (0: no language embeddings)")
+    if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
+      raise errors.ConfigError(f"attention_implementation={self.attention_implementation!r}; expected one of "
+                               f"{ATTENTION_IMPLEMENTATIONS}")
     if self.dtype not in ("float32", "bfloat16"):
       raise errors.ConfigError(f"dtype={self.dtype!r}; expected 'float32' or 'bfloat16'")
 

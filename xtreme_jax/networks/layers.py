@@ -45,19 +45,6 @@ def _post_ln(config: TransformerConfig, x: Array, y: Array) -> Array:
   return layer_norm(config, "layer_norm")(x.astype(jnp.float32) + y.astype(jnp.float32)).astype(config.compute_dtype)
 
 
-def attention_mask(query_mask: Array, key_mask: Array, causal: bool = False) -> Array:
-  """Boolean (batch, 1, q, k) mask: True where a query may attend to a key.
-
-  Only keys are masked (as BERT / XLM-R do), so padded query positions still
-  attend to the real tokens; `causal` adds the lower-triangular constraint.
-  """
-  q, k = query_mask.shape[-1], key_mask.shape[-1]
-  mask = jnp.broadcast_to(key_mask[:, None, None, :].astype(bool), (key_mask.shape[0], 1, q, k))
-  if causal:
-    mask = mask & jnp.tril(jnp.ones((q, k), dtype=bool))[None, None]
-  return mask
-
-
 def default_positions(config: TransformerConfig, input_mask: Array) -> Array:
   """Position-table rows as BERT (0..L-1) or RoBERTa (pad+1.. over non-pad tokens, pads get pad)."""
   if config.position_style == "roberta":
@@ -123,9 +110,10 @@ class Embeddings(nn.Module):
 
   def setup(self):
     cfg = self.config
+    # Gathered from the float32 tables (cast after the sum): the backward pass is then a float32 scatter-add,
+    # not a bfloat16 one over the whole vocabulary table.
     embed = lambda n, axes, name: nn.Embed(  # noqa: E731
-        n, cfg.hidden_size, dtype=cfg.compute_dtype,
-        embedding_init=_param_init(_init(cfg), axes), name=name)
+        n, cfg.hidden_size, dtype=jnp.float32, embedding_init=_param_init(_init(cfg), axes), name=name)
     self.word_embeddings = embed(cfg.vocab_size, ("vocab", "embed"), "word_embeddings")
     self.position_embeddings = embed(cfg.max_positions, ("positions", "embed"), "position_embeddings")
     if cfg.type_vocab_size > 0:
@@ -160,8 +148,9 @@ class Embeddings(nn.Module):
     return nn.with_logical_constraint(x, ("batch", "length", "embed"))
 
   def attend(self, x: Array) -> Array:
-    """Logits against the word embedding matrix (tied output layer)."""
-    return self.word_embeddings.attend(x)
+    """Logits against the word embedding matrix (tied output layer), the matmul in the compute dtype."""
+    cd = self.config.compute_dtype
+    return jnp.dot(x.astype(cd), self.word_embeddings.embedding.astype(cd).T)
 
 
 class HeadsDense(nn.Module):
@@ -190,14 +179,54 @@ class HeadsDense(nn.Module):
     return y + bias
 
 
+def attention_implementation(config: TransformerConfig, deterministic: bool) -> str:
+  """The kernel `dot_product_attention` runs: `reference` while attention-probability dropout is active (the
+  fused kernels have none), else the configured one (`auto`: cudnn on a GPU in bfloat16, xla otherwise)."""
+  if not deterministic and config.attention_dropout_rate > 0:
+    return "reference"
+  if config.attention_implementation == "auto":
+    return "cudnn" if jax.default_backend() == "gpu" and config.dtype == "bfloat16" else "xla"
+  return config.attention_implementation
+
+
+def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Array, key_mask: Array, causal: bool,
+                          dropout=None) -> Array:
+  """Softmax(q k^T / sqrt(d)) v over [batch, length, heads, head_dim] inputs, keys masked by `key_mask`
+  ([batch, keys], 1 = real; padded queries still attend to the real keys, as BERT) and, with `causal`, by
+  position. One function for every attention brick (self, causal, cross).
+
+  `dropout` (a function on the probabilities) selects the reference path (`attention_implementation`): einsum,
+  float32 softmax, dropout, einsum. `xla` / `cudnn` call `jax.nn.dot_product_attention` (float32 softmax
+  statistics either way); cudnn takes the padding as key lengths, so it needs padding at the end of each row
+  (as every feature converter here writes it) and keeps the mask off the dense-bias path.
+  """
+  impl = attention_implementation(config, dropout is None)
+  if impl == "reference":
+    mask = key_mask[:, None, None, :].astype(bool)
+    if causal:
+      mask = mask & jnp.tril(jnp.ones((q.shape[1], k.shape[1]), dtype=bool))[None, None]
+    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim).astype(jnp.float32)
+    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1).astype(config.compute_dtype)
+    if dropout is not None:
+      probs = dropout(probs)
+    return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+  if impl == "cudnn":
+    lengths = jnp.sum(key_mask, axis=-1).astype(jnp.int32)
+    return jax.nn.dot_product_attention(q, k, v, is_causal=causal, key_value_seq_lengths=lengths,
+                                        implementation="cudnn")
+  return jax.nn.dot_product_attention(q, k, v, mask=key_mask[:, None, None, :].astype(bool), is_causal=causal,
+                                      implementation="xla")
+
+
 class MultiHeadAttention(nn.Module):
-  """Scaled dot-product attention with query/key/value/out projections."""
+  """Scaled dot-product attention (`dot_product_attention`) with query/key/value/out projections."""
 
   config: TransformerConfig
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, inputs_q: Array, inputs_kv: Array, mask: Array) -> Array:
+  def __call__(self, inputs_q: Array, inputs_kv: Array, key_mask: Array, causal: bool = False) -> Array:
     cfg = self.config
     proj = lambda name: HeadsDense(  # noqa: E731
         (cfg.num_heads, cfg.head_dim), 1, ("embed", "heads", "kv"), ("heads", "kv"), cfg, name=name)
@@ -205,11 +234,10 @@ class MultiHeadAttention(nn.Module):
     k = proj("key")(inputs_kv)
     v = proj("value")(inputs_kv)
     q = nn.with_logical_constraint(q, ("batch", "length", "heads", "kv"))
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(cfg.head_dim).astype(jnp.float32)
-    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(cfg.compute_dtype)
-    probs = nn.Dropout(cfg.attention_dropout_rate)(probs, deterministic=self.deterministic)
-    ctx = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+    dropping = not self.deterministic and cfg.attention_dropout_rate > 0
+    dropout = nn.Dropout(cfg.attention_dropout_rate) if dropping else None
+    ctx = dot_product_attention(cfg, q, k, v, key_mask, causal,
+                                (lambda p: dropout(p, deterministic=False)) if dropping else None)
     out = HeadsDense((cfg.hidden_size,), 2, ("heads", "kv", "embed"), ("embed",), cfg, name="out")(ctx)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
 
@@ -223,8 +251,7 @@ class SelfAttention(nn.Module):
   @nn.compact
   def __call__(self, x: Array, input_mask: Array, causal: bool = False) -> Array:
     cfg = self.config
-    y = MultiHeadAttention(cfg, self.deterministic, name="attention")(
-        x, x, attention_mask(input_mask, input_mask, causal=causal))
+    y = MultiHeadAttention(cfg, self.deterministic, name="attention")(x, x, input_mask, causal)
     y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
     return _post_ln(cfg, x, y)
 
@@ -238,8 +265,8 @@ class CrossAttention(nn.Module):
   @nn.compact
   def __call__(self, x: Array, input_mask: Array, memory: Array, memory_mask: Array) -> Array:
     cfg = self.config
-    y = MultiHeadAttention(cfg, self.deterministic, name="attention")(
-        x, memory, attention_mask(input_mask, memory_mask))
+    del input_mask  # only keys are masked
+    y = MultiHeadAttention(cfg, self.deterministic, name="attention")(x, memory, memory_mask)
     y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
     return _post_ln(cfg, x, y)
 
