@@ -2,12 +2,12 @@
 reads (every XGLUE task, XTREME's fine-tuned tasks), their metric is the official scorer's, their mixtures follow the
 settings."""
 
-import numpy as np
 import pytest
 import seqio
 
 import xtreme_tasks.xglue as xg
 from conftest import TINY
+from test_seqio_tasks import _examples  # the Task's rows as Python values
 from xtreme_jax.data import paths
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
@@ -22,21 +22,6 @@ def sample(monkeypatch):
   xg.set_data_dir(SAMPLE)
   yield SAMPLE
   xg.set_data_dir(None)
-
-
-def _py(value):
-  if isinstance(value, bytes):
-    return value.decode("utf-8")
-  if isinstance(value, np.ndarray):
-    return [_py(v) for v in value.tolist()]
-  if isinstance(value, np.integer):
-    return int(value)
-  return value
-
-
-def _examples(name, split, **kwargs):
-  ds = seqio.get_mixture_or_task(name).get_dataset(split=split, shuffle=False, sequence_length=None, **kwargs)
-  return [{k: _py(v) for k, v in ex.items()} for ex in ds.as_numpy_iterator()]
 
 
 def _as_rows(spec, records):

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from xtreme_jax import errors
 
 POSITION_STYLES = ("absolute", "roberta")
-# `layers.dot_product_attention`: auto (cudnn on a GPU in bfloat16, else xla), the reference einsum + softmax
+# `layers.dot_product_attention`: auto (cudnn on a GPU in bfloat16, else reference), the reference einsum + softmax
 # (the only one with attention-probability dropout), or `jax.nn.dot_product_attention`'s xla / cudnn kernels.
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "xla", "cudnn")
 
