@@ -147,8 +147,9 @@ class MultiTask(PairClassification):
   def __init__(self, specs: Sequence[TaskSpec]):
     bad = [s.name for s in specs if s.kind != "pair_classification"]
     if bad or len(specs) < 2:
+      which = f" (not pair classification: {', '.join(bad)})" if bad else ""
       raise errors.ConfigError(f"multi-task fine-tuning takes two or more pair-classification tasks; got "
-                               f"{[s.name for s in specs]}" + (f" (not pair classification: {', '.join(bad)})" if bad else ""))
+                               f"{[s.name for s in specs]}{which}")
     self.specs = tuple(specs)
     self.index = {s.name: i for i, s in enumerate(self.specs)}
 
