@@ -137,7 +137,8 @@ def test_start_up_checks_name_what_is_valid(tmp_path):
   with pytest.raises(errors.ConfigError, match=r"training language\(s\) \['ja'\] are languages of none of the "
                                                r"tasks \['NC'\]"):
     xtreme.check_run(_runner(tmp_path, setting="pivot_language", pivot_language="ja"), ("NC",), None, None)
-  with pytest.raises(errors.MissingInputError, match=r"NC train data for de not found: expected .*NC/xglue.nc.de.train"):
+  with pytest.raises(errors.MissingInputError,
+                     match=r"NC train data for de not found: expected .*NC/xglue.nc.de.train"):
     xtreme.check_run(_runner(tmp_path, setting="pivot_language", pivot_language="de"), ("NC",), None, None)
   with pytest.raises(errors.ConfigError, match=r"all its languages.*'NC': \['en', 'es', 'fr', 'ru'\]"):
     xtreme.check_run(runner, ("NC",), {"NC": ["de"]}, SAMPLE)
