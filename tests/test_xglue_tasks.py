@@ -92,7 +92,7 @@ def test_multi_task_mixture_merges_the_table_9_training_sets(sample):
   assert rows[0]["tokens"] == [] and rows[0]["answers/text"] == []  # fields of other kinds stay empty
 
 
-@pytest.mark.parametrize("task", ["xnli", "pawsx", "udpos", "panx", "xquad", "mlqa", "tydiqa"])
+@pytest.mark.parametrize("task", ["xnli", "panx", "mlqa"])  # one per kind (test_seqio_tasks covers each task)
 def test_xtreme_tasks_yield_what_the_runner_reads(tmp_path, task):
   """The same agreement for XTREME's fine-tuned tasks on the bundled XTREME sample."""
   import xtreme_tasks.xtreme as xt
