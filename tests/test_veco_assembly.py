@@ -48,7 +48,8 @@ def test_nlg_assembly_copies_the_chosen_layers(veco_params, take, chosen):
     dec["feed_forward"]["intermediate"]["kernel"][0, 0] += 1.0  # an independent copy
     assert not np.array_equal(dec["feed_forward"]["intermediate"]["kernel"], src)
   assert out["embeddings"] is veco_params["embeddings"]  # tied: one copy
-  assert out["assembly"] == {"decoder_layers": 2, "take": take, "scale_embeddings": True}
+  assert out["assembly"] == {"decoder_layers": 2, "take": take, "scale_embeddings": True,
+                             "fresh_cross_attention": False}
   with pytest.raises(ValueError, match="decoder_layers=4; expected 1..3"):
     nlg_encoder_decoder(veco_params, CONFIG, Seq2SeqAssembly(4))
 

@@ -12,7 +12,11 @@
   sub-layers; the token embeddings are tied (one copy, used by both sides).
   `scale_embeddings` records whether the decoder multiplies token embeddings
   by sqrt(d) (the released VECO translation checkpoints do, the XLM-R-format
-  ones do not).
+  ones do not). `fresh_cross_attention=True` is VECO's XLM-R baseline: the
+  checkpoint is a plain encoder (no cross-attention), the decoder copies its
+  self-attention and feed-forward, and `models.base.load_backbone` gives the
+  decoder's cross-attention fresh parameters. `seq2seq_backbone` is the tree
+  a `Seq2SeqNetwork` loads.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Seq2SeqAssembly:
   decoder_layers: int
   take: str = "last"            # "last" or "first" n layers become the decoder
   scale_embeddings: bool = False
+  fresh_cross_attention: bool = False  # an encoder checkpoint (XLM-R): the decoder's cross-attention starts fresh
 
 
 def fold_language_embedding(params: dict, language_id: int) -> dict:
@@ -82,12 +87,19 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
   chosen = range(total - n, total) if assembly.take == "last" else range(n)
   layers = veco_params["encoder"]
   missing = [f"layers_{i}" for i in chosen if "cross_attention" not in layers[f"layers_{i}"]]
-  if missing:
-    raise errors.DataError(f"{missing} have no cross_attention: not a VECO checkpoint")
+  if missing and not assembly.fresh_cross_attention:
+    raise errors.DataError(f"{missing} have no cross_attention: not a VECO checkpoint (for an encoder checkpoint "
+                           "such as XLM-R, set Seq2SeqAssembly.fresh_cross_attention = True)")
   decoder = {f"layers_{j}": to_numpy(layers[f"layers_{i}"]) for j, i in enumerate(chosen)}
   encoder = nlu_encoder(veco_params)
   return {"embeddings": encoder["embeddings"], "encoder": encoder["encoder"], "decoder": decoder,
           "mlm_head": encoder.get("mlm_head"), "assembly": dataclasses.asdict(assembly)}
+
+
+def seq2seq_backbone(pretrained: dict, config: TransformerConfig, assembly: Seq2SeqAssembly) -> dict:
+  """The `Seq2SeqNetwork` tree (embeddings, encoder, decoder) cut from a VECO or encoder checkpoint."""
+  out = nlg_encoder_decoder(pretrained, config, assembly)
+  return {k: out[k] for k in ("embeddings", "encoder", "decoder")}
 
 
 def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -> str:

@@ -125,14 +125,16 @@ class Embeddings(nn.Module):
 
   def __call__(self, input_ids: Array, input_mask: Array, token_type_ids: Optional[Array] = None,
                positions: Optional[Array] = None, deterministic: bool = True,
-               language_ids: Optional[Array] = None) -> Array:
+               language_ids: Optional[Array] = None, word_scale: float = 1.0) -> Array:
+    """`word_scale` multiplies the word embeddings (fairseq's `embed_scale`, sqrt(d) in some checkpoints)."""
     cfg = self.config
     if positions is None:
       check_length(cfg, input_ids.shape[-1])
       positions = default_positions(cfg, input_mask)
     else:
       positions = position_ids(cfg, positions, input_mask)
-    x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+    words = self.word_embeddings(input_ids)
+    x = (words * word_scale if word_scale != 1.0 else words) + self.position_embeddings(positions)
     if cfg.type_vocab_size > 0:
       if token_type_ids is None:
         token_type_ids = jnp.zeros_like(input_ids)
@@ -221,11 +223,25 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
                                       implementation="xla")
 
 
+CACHES = ("none", "self", "cross")
+
+
 class MultiHeadAttention(nn.Module):
-  """Scaled dot-product attention (`dot_product_attention`) with query/key/value/out projections."""
+  """Scaled dot-product attention (`dot_product_attention`) with query/key/value/out projections.
+
+  `cache` (incremental decoding, Flax's `cache` collection): `"self"` keeps
+  every key / value computed so far in `cache/cached_{key,value}` (batch,
+  max_length, heads, head_dim) with the write position in `cache/cache_index`; a call whose
+  cache does not exist yet (the cache-creating call) only creates it, zeroed,
+  sized by that call's length; later calls take one new position each and
+  attend to every position written so far. `"cross"` computes the keys /
+  values of the encoder memory once, in the cache-creating call, and reads
+  them back afterwards. `"none"`: no cache.
+  """
 
   config: TransformerConfig
   deterministic: bool = True
+  cache: str = "none"
 
   @nn.compact
   def __call__(self, inputs_q: Array, inputs_kv: Array, key_mask: Array, causal: bool = False) -> Array:
@@ -233,9 +249,16 @@ class MultiHeadAttention(nn.Module):
     proj = lambda name: HeadsDense(  # noqa: E731
         (cfg.num_heads, cfg.head_dim), 1, ("embed", "heads", "kv"), ("heads", "kv"), cfg, name=name)
     q = proj("query")(inputs_q)
-    k = proj("key")(inputs_kv)
-    v = proj("value")(inputs_kv)
     q = nn.with_logical_constraint(q, ("batch", "length", "heads", "kv"))
+    if self.cache == "cross" and self.has_variable("cache", "cached_key"):
+      k, v = self.get_variable("cache", "cached_key"), self.get_variable("cache", "cached_value")
+    else:
+      k, v = proj("key")(inputs_kv), proj("value")(inputs_kv)
+    if self.cache == "cross":
+      self.variable("cache", "cached_key", lambda: k)
+      self.variable("cache", "cached_value", lambda: v)
+    elif self.cache == "self":
+      k, v, key_mask, causal = self._self_cache(k, v, key_mask, causal)
     dropping = not self.deterministic and cfg.attention_dropout_rate > 0
     dropout = nn.Dropout(cfg.attention_dropout_rate) if dropping else None
     ctx = dot_product_attention(cfg, q, k, v, key_mask, causal,
@@ -243,32 +266,54 @@ class MultiHeadAttention(nn.Module):
     out = HeadsDense((cfg.hidden_size,), 2, ("heads", "kv", "embed"), ("embed",), cfg, name="out")(ctx)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
 
+  def _self_cache(self, k: Array, v: Array, key_mask: Array, causal: bool):
+    """Keys, values, key mask and causality for this call, the cache updated (`cache="self"`)."""
+    created = not self.has_variable("cache", "cached_key")
+    cached_k = self.variable("cache", "cached_key", jnp.zeros, k.shape, k.dtype)
+    cached_v = self.variable("cache", "cached_value", jnp.zeros, v.shape, v.dtype)
+    index = self.variable("cache", "cache_index", lambda: jnp.zeros((), jnp.int32))
+    if created:
+      return k, v, key_mask, causal  # the cache-creating call: its output is not used
+    if k.shape[1] != 1:
+      raise ValueError(f"a cached decoding step takes one position at a time, got {k.shape[1]}")
+    i = index.value
+    cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k.astype(cached_k.value.dtype), (0, i, 0, 0))
+    cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v.astype(cached_v.value.dtype), (0, i, 0, 0))
+    index.value = i + 1
+    length = cached_k.value.shape[1]
+    written = jnp.broadcast_to(jnp.arange(length) <= i, (k.shape[0], length))
+    return cached_k.value, cached_v.value, written.astype(jnp.int32), False
+
 
 class SelfAttention(nn.Module):
-  """Post-LN self-attention sub-layer; `causal=True` for a decoder."""
+  """Post-LN self-attention sub-layer; `causal=True` for a decoder, `decode=True` for cached steps."""
 
   config: TransformerConfig
   deterministic: bool = True
+  decode: bool = False
 
   @nn.compact
   def __call__(self, x: Array, input_mask: Array, causal: bool = False) -> Array:
     cfg = self.config
-    y = MultiHeadAttention(cfg, self.deterministic, name="attention")(x, x, input_mask, causal)
+    y = MultiHeadAttention(cfg, self.deterministic, "self" if self.decode else "none", name="attention")(
+        x, x, input_mask, causal)
     y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
     return _post_ln(cfg, x, y)
 
 
 class CrossAttention(nn.Module):
-  """Post-LN attention from `x` to encoder states `memory`."""
+  """Post-LN attention from `x` to encoder states `memory`; `decode=True` caches the memory's keys / values."""
 
   config: TransformerConfig
   deterministic: bool = True
+  decode: bool = False
 
   @nn.compact
   def __call__(self, x: Array, input_mask: Array, memory: Array, memory_mask: Array) -> Array:
     cfg = self.config
     del input_mask  # only keys are masked
-    y = MultiHeadAttention(cfg, self.deterministic, name="attention")(x, memory, memory_mask)
+    y = MultiHeadAttention(cfg, self.deterministic, "cross" if self.decode else "none", name="attention")(
+        x, memory, memory_mask)
     y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
     return _post_ln(cfg, x, y)
 

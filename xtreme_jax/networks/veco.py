@@ -47,14 +47,19 @@ Array = jax.Array
 
 
 class VecoLayer(nn.Module):
-  """SelfAttention (optionally causal) -> [CrossAttention to memory] -> FeedForward."""
+  """SelfAttention (optionally causal) -> [CrossAttention to memory] -> FeedForward.
+
+  Also the seq2seq decoder's layer (`networks/seq2seq.py`); `decode=True`
+  gives its attention sub-layers their incremental-decoding caches.
+  """
 
   config: TransformerConfig
   deterministic: bool = True
+  decode: bool = False
 
   def setup(self):
-    self.self_attention = SelfAttention(self.config, self.deterministic)
-    self.cross_attention = CrossAttention(self.config, self.deterministic)
+    self.self_attention = SelfAttention(self.config, self.deterministic, self.decode)
+    self.cross_attention = CrossAttention(self.config, self.deterministic, self.decode)
     self.feed_forward = FeedForward(self.config, self.deterministic)
 
   def __call__(self, x: Array, input_mask: Array, memory: Array | None = None,
@@ -66,17 +71,18 @@ class VecoLayer(nn.Module):
 
 
 class VecoStack(nn.Module):
-  """`num_layers` VecoLayers named `layers_{i}` (one parameter copy each)."""
+  """`num_layers` VecoLayers named `layers_{i}` (one parameter copy each); also the seq2seq decoder."""
 
   config: TransformerConfig
   deterministic: bool = True
+  decode: bool = False
 
   def setup(self):
     cfg = self.config
     # static_argnums counts `self` as 0: (self, x, mask, memory, memory_mask, causal).
-    layer_cls = nn.remat(VecoLayer, static_argnums=(5,)) if cfg.remat else VecoLayer
+    layer_cls = nn.remat(VecoLayer, static_argnums=(5,)) if cfg.remat and not self.decode else VecoLayer
     # A list attribute named `layers` gives the submodules the names `layers_{i}`.
-    self.layers = [layer_cls(cfg, self.deterministic) for _ in range(cfg.num_layers)]
+    self.layers = [layer_cls(cfg, self.deterministic, self.decode) for _ in range(cfg.num_layers)]
 
   def __call__(self, x: Array, input_mask: Array, memory: Array | None = None,
                memory_mask: Array | None = None, causal: bool = False, return_all: bool = False):

@@ -1,0 +1,210 @@
+"""The encoder-decoder: KV cache against the full pass, beam search against exhaustive search, losses, assembly."""
+
+import itertools
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import TINY
+from xtreme_jax import errors
+from xtreme_jax.models import decoding
+from xtreme_jax.models.base import load_backbone
+from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel, label_smoothed_nll, shift_right
+from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
+from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.seq2seq import Seq2SeqConfig
+from xtreme_jax.networks.veco import VecoNetwork
+
+EOS, BOS = 2, 1
+SOURCE = np.array([[5, 3, 4, 4, 3], [4, 5, 3, 0, 0]], np.int32)  # ids < 6: the small vocabulary
+SOURCE_MASK = (SOURCE > 0).astype(np.int32)
+
+
+def _sharpened_params(model, target_length, seed=0):
+  """Random parameters scaled up, so that next-token distributions are peaked and scores far from ties."""
+  params = _init(model, model.dummy_batch(2, SOURCE.shape[1], target_length), seed)
+  return jax.tree_util.tree_map(lambda x: x * 8 if x.ndim >= 2 else x, params)
+
+
+def _init(model, batch, seed=0):
+  return nn.unbox(jax.jit(model.init)(jax.random.PRNGKey(seed), batch))
+
+
+def _forward(model, params, batch):
+  return jax.jit(model.network(True).apply)({"params": params}, batch)
+
+
+def _batch(targets, starts=(BOS, BOS)):
+  targets = np.asarray(targets, np.int32)
+  return {"input_ids": SOURCE, "input_mask": SOURCE_MASK, "targets": targets,
+          "target_mask": (targets > 0).astype(np.int32), "decoder_start": np.array(starts, np.int32)}
+
+
+def _sequence_log_probs(model, params, row, sequences):
+  """Summed log-probabilities of `sequences` (lists ending in EOS) for source `row`, by one full forward pass.
+
+  Pad is never generated, as in the searches.
+  """
+  length = max(map(len, sequences))
+  targets = np.array([list(seq) + [0] * (length - len(seq)) for seq in sequences], np.int32)
+  n = len(sequences)
+  batch = {"input_ids": np.repeat(SOURCE[row:row + 1], n, 0), "input_mask": np.repeat(SOURCE_MASK[row:row + 1], n, 0),
+           "targets": targets, "target_mask": (targets > 0).astype(np.int32), "decoder_start": np.full(n, BOS)}
+  logp = jax.nn.log_softmax(_forward(model, params, batch), -1)
+  logp = np.asarray(logp.at[..., model.config.pad_token_id].set(-jnp.inf))
+  return [float(sum(logp[i, t, tok] for t, tok in enumerate(seq))) for i, seq in enumerate(sequences)]
+
+
+@pytest.fixture(scope="module")
+def small():
+  """A 6-token vocabulary (pad 0, BOS 1, EOS 2, and 3 4 5), 2 + 2 layers."""
+  model = Seq2SeqModel(TINY.replace(vocab_size=6), Seq2SeqConfig(decoder_layers=2), eos_id=EOS)
+  return model, _sharpened_params(model, 3)
+
+
+def test_cached_steps_equal_the_full_forward_pass():
+  model = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=2), eos_id=EOS)
+  targets = np.array([[11, 12, 13, 14, 15, EOS], [21, 22, EOS, 0, 0, 0]], np.int32)
+  params = _sharpened_params(model, targets.shape[1])
+  batch = _batch(targets, starts=(BOS, 7))
+  full = _forward(model, params, batch)
+  inputs = shift_right(targets, np.ones_like(targets), batch["decoder_start"], 0)
+
+  @jax.jit
+  def cached(params, batch):  # the whole incremental decode under jit, with a static maximum length
+    step, cache = model.decoder(params, batch, copies=1, max_length=targets.shape[1])
+    body = lambda cache, x: step(x[1], cache, x[0])[::-1]  # noqa: E731
+    return jax.lax.scan(body, cache, (jnp.arange(targets.shape[1]), inputs.T))[1].transpose(1, 0, 2)
+
+  real = batch["target_mask"] == 1  # the full pass reads pad after a target's end
+  np.testing.assert_allclose(np.asarray(cached(params, batch))[real], np.asarray(full)[real], rtol=1e-5, atol=1e-5)
+
+
+def test_beam_search_with_a_wide_beam_is_exhaustive_search(small):
+  model, params = small
+  length, tokens = 3, (1, 3, 4, 5)  # V = 5 tokens may be generated (all but pad), L = 3
+  beam = 5 ** (length - 1)
+  result = jax.jit(lambda p, b: model.generate(p, b, DecodeSettings(beam_size=beam, max_length=length, n_best=10)))(
+      params, _batch([[3, EOS, 0], [3, EOS, 0]]))
+  for row in range(2):
+    outputs = [list(p) + [EOS] for n in range(length) for p in itertools.product(tokens, repeat=n)]
+    scores = [s / len(seq) for s, seq in zip(_sequence_log_probs(model, params, row, outputs), outputs)]
+    best = sorted(zip(scores, outputs), reverse=True)[:10]
+    got = [list(s[:n]) for s, n in zip(np.asarray(result.sequences[row]), np.asarray(result.lengths[row]))]
+    assert got == [seq for _, seq in best]
+    np.testing.assert_allclose(np.asarray(result.scores[row]), [s for s, _ in best], rtol=1e-5)
+
+
+def test_greedy_search_is_beam_search_with_one_beam():
+  model = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=1), eos_id=EOS)
+  params = _sharpened_params(model, 8, seed=3)
+  batch = _batch(np.zeros((2, 8)), starts=(BOS, 9))
+
+  @jax.jit
+  def both(params, batch):
+    step, cache = model.decoder(params, batch, copies=1, max_length=8)
+    start = batch["decoder_start"]
+    return (decoding.greedy_search(step, cache, start, max_length=8, eos_id=EOS),
+            decoding.beam_search(step, cache, start, beam_size=1, max_length=8, eos_id=EOS, alpha=1.0))
+
+  greedy, beam = both(params, batch)
+  np.testing.assert_array_equal(np.asarray(greedy.sequences), np.asarray(beam.sequences))
+  np.testing.assert_allclose(np.asarray(greedy.scores) / np.asarray(greedy.lengths), np.asarray(beam.scores),
+                             rtol=1e-5)
+  by_hand = _sequence_log_probs(model, params, 0, [list(np.asarray(greedy.sequences[0, 0, :greedy.lengths[0, 0]]))])
+  np.testing.assert_allclose(np.asarray(greedy.scores[0, 0]), by_hand[0], rtol=1e-5)
+
+
+def _markov_step(table):
+  """A step function whose next-token log-probabilities depend on the last token only."""
+  table = jnp.log(jnp.asarray(table, jnp.float32))
+  return lambda tokens, cache, t: (table[tokens], cache + 1)
+
+
+def test_finished_hypotheses_are_never_extended():
+  # tokens: pad 0, BOS 1, EOS 2, a 3, b 4. After BOS: EOS is likeliest; after a / b, EOS is unlikely.
+  table = [[1, 1, 1, 1, 1], [0.01, 0.01, 0.5, 0.28, 0.2], [0.2, 0.2, 0.2, 0.2, 0.2],
+           [0.01, 0.01, 0.08, 0.5, 0.4], [0.01, 0.01, 0.1, 0.3, 0.58]]
+  logp = np.log(np.asarray(table, np.float64) / np.sum(table, 1, keepdims=True))
+  result = decoding.beam_search(_markov_step(np.exp(logp)), jnp.zeros(2), jnp.array([BOS]), beam_size=2,
+                                max_length=5, eos_id=EOS, alpha=0.0, n_best=2)
+  for seq, score, n in zip(np.asarray(result.sequences[0]), np.asarray(result.scores[0]),
+                           np.asarray(result.lengths[0])):
+    assert seq[n - 1] == EOS and EOS not in seq[:n - 1] and not seq[n:].any()
+    path = [BOS, *seq[:n]]
+    assert score == pytest.approx(sum(logp[a, b] for a, b in zip(path, path[1:])), rel=1e-5)
+  # [EOS] finishes at the first step (top-2 candidate); the other hypothesis runs on until the forced EOS.
+  assert list(np.asarray(result.sequences[0, 0])) == [EOS, 0, 0, 0, 0]
+  assert result.lengths[0, 1] > 1
+
+
+def test_label_smoothed_nll_by_hand():
+  logits = jnp.log(jnp.array([[[0.25, 0.5, 0.25], [0.25, 0.5, 0.25]]]))
+  loss, nll = label_smoothed_nll(logits, jnp.array([[1, 0]]), jnp.array([[1, 0]]), epsilon=0.2)
+  # (1 - 0.2 - 0.1) * ln 2 + 0.1 * (ln 4 + ln 2 + ln 4) = 1.2 ln 2; the padded token counts 0.
+  np.testing.assert_allclose(np.asarray(loss), [[1.2 * math.log(2), 0.0]], rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(nll), [[math.log(2), 0.0]], rtol=1e-6)
+  with pytest.raises(errors.ConfigError, match="label_smoothing=1.0"):
+    Seq2SeqModel(TINY, label_smoothing=1.0)
+
+
+def test_shift_right_starts_with_the_tag_and_keeps_padding():
+  out = shift_right(jnp.array([[5, 6, EOS, 0]]), jnp.array([[1, 1, 1, 0]]), jnp.array([9]), 0)
+  np.testing.assert_array_equal(np.asarray(out), [[9, 5, 6, 0]])
+
+
+def test_untied_output_projection_with_the_embeddings_equals_the_tied_output():
+  targets = np.array([[11, 12, EOS], [13, EOS, 0]], np.int32)
+  tied = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=1))
+  untied = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=1, tie_output=False))
+  params = _init(tied, _batch(targets))
+  words = params["backbone"]["embeddings"]["word_embeddings"]["embedding"]
+  untied_params = {"backbone": {**params["backbone"], "output_projection": {"kernel": words.T}}}
+  assert jax.tree_util.tree_structure(untied_params) == jax.tree_util.tree_structure(
+      jax.eval_shape(lambda: nn.unbox(untied.init(jax.random.PRNGKey(0), _batch(targets)))))
+  np.testing.assert_allclose(np.asarray(_forward(untied, untied_params, _batch(targets))),
+                             np.asarray(_forward(tied, params, _batch(targets))), atol=1e-5)
+
+
+def test_veco_nlg_assembly_decodes_as_the_virtual_decoder():
+  """Every VECO layer copied into the decoder: teacher forcing equals VECO's CS path over the IS path's states."""
+  config = TINY.replace(num_layers=2)
+  veco = VecoNetwork(config)
+  veco_params = nn.unbox(veco.init(jax.random.PRNGKey(0), SOURCE, SOURCE_MASK, method=VecoNetwork.init_all))["params"]
+  model = Seq2SeqModel(config, Seq2SeqConfig(decoder_layers=2))
+  targets = np.array([[11, 12, 13, EOS], [14, EOS, 0, 0]], np.int32)
+  batch = _batch(targets)
+  fresh = _init(model, batch, 1)
+  params = load_backbone(fresh, seq2seq_backbone(veco_params, config, Seq2SeqAssembly(2, "first")), config)
+  ours = _forward(model, params, batch)
+  inputs = shift_right(targets, batch["target_mask"], batch["decoder_start"], 0)
+
+  def virtual_decoder(net):
+    memory = net.encode(SOURCE, SOURCE_MASK)
+    return net.embeddings.attend(net.decode(inputs, batch["target_mask"], memory, SOURCE_MASK))
+
+  expected = veco.apply({"params": veco_params}, method=virtual_decoder)
+  np.testing.assert_allclose(np.asarray(ours), np.asarray(expected), rtol=1e-5, atol=1e-5)
+
+
+def test_xlmr_baseline_assembly_copies_self_attention_and_starts_cross_attention_fresh():
+  config = TINY.replace(num_layers=3)
+  encoder = nn.unbox(TransformerEncoder(config).init(jax.random.PRNGKey(0), SOURCE, SOURCE_MASK,
+                                                     method=TransformerEncoder.init_all))["params"]
+  with pytest.raises(errors.DataError, match="fresh_cross_attention = True"):
+    seq2seq_backbone(encoder, config, Seq2SeqAssembly(2))
+  model = Seq2SeqModel(config, Seq2SeqConfig(decoder_layers=2))
+  fresh = _init(model, model.dummy_batch(2, 5, 3), 1)
+  loaded = load_backbone(fresh, seq2seq_backbone(encoder, config, Seq2SeqAssembly(2, fresh_cross_attention=True)),
+                         config)["backbone"]
+  for j, i in enumerate([1, 2]):  # the last two encoder layers
+    got, source = loaded["decoder"][f"layers_{j}"], encoder["encoder"][f"layers_{i}"]
+    np.testing.assert_array_equal(got["self_attention"]["attention"]["query"]["kernel"],
+                                  source["self_attention"]["attention"]["query"]["kernel"])
+    np.testing.assert_array_equal(
+        np.asarray(got["cross_attention"]["attention"]["key"]["kernel"]),
+        np.asarray(fresh["backbone"]["decoder"][f"layers_{j}"]["cross_attention"]["attention"]["key"]["kernel"]))

@@ -1,0 +1,110 @@
+"""An encoder-decoder arranged from the same bricks as the encoders.
+
+* encoder: `Encoder` (the `TransformerEncoder` stack: SelfAttention +
+  FeedForward per layer, unrolled or scanned);
+* decoder: `VecoStack` of `decoder_layers` `VecoLayer`s (causal SelfAttention,
+  CrossAttention to the encoder's final states, FeedForward): VECO's layer,
+  with its own parameters;
+* one `Embeddings` for both sides (shared source / target vocabulary);
+* output: logits against the word embeddings (tied, `tie_output=True`) or a
+  separate `output_projection` (hidden, vocab), no bias (fairseq's decoder).
+
+Parameter tree (the layout `veco_assembly.nlg_encoder_decoder` writes):
+
+    embeddings/{word,position[,token_type]}_embeddings/embedding, layer_norm
+    encoder/layers_{i}/{self_attention,feed_forward}/...    (scan_layers: encoder/layers/layer/...)
+    decoder/layers_{j}/{self_attention,cross_attention,feed_forward}/...
+    [output_projection/kernel]                              (tie_output=False)
+
+The decoder's positions are explicit (0 at the first decoder input), so a
+cached step (`decode=True`, one position per call) embeds exactly as the
+full teacher-forced pass does. Multilingual decoding starts the decoder with
+a target-language tag token (`models/seq2seq.py`), as VECO does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from xtreme_jax import errors
+from xtreme_jax.networks import layers
+from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.networks.encoder import Encoder
+from xtreme_jax.networks.veco import VecoStack
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Seq2SeqConfig:
+  """What the decoder adds to the encoder's `TransformerConfig`.
+
+  `scale_decoder_embeddings` multiplies the decoder's word embeddings by
+  sqrt(hidden) (fairseq's `embed_scale`; the released VECO translation
+  checkpoints were trained with it, XLM-R-format ones without).
+  """
+
+  decoder_layers: int = 6
+  tie_output: bool = True
+  scale_decoder_embeddings: bool = False
+
+  def __post_init__(self):
+    if self.decoder_layers < 1:
+      raise errors.ConfigError(f"decoder_layers={self.decoder_layers}; expected >= 1")
+
+
+class Seq2SeqNetwork(nn.Module):
+  """Embeddings -> Encoder (source); Embeddings -> decoder VecoStack -> vocabulary logits (target)."""
+
+  config: TransformerConfig
+  seq2seq: Seq2SeqConfig = Seq2SeqConfig()
+  deterministic: bool = True
+  decode: bool = False
+
+  def setup(self):
+    cfg = self.config
+    if cfg.num_languages:
+      raise errors.ConfigError("the seq2seq network takes no language embeddings (num_languages=0): the decoder "
+                               "starts with a target-language tag instead")
+    self.embeddings = layers.Embeddings(cfg)
+    self.encoder = Encoder(cfg, self.deterministic)
+    self.decoder = VecoStack(cfg.replace(num_layers=self.seq2seq.decoder_layers, scan_layers=False),
+                             self.deterministic, self.decode)
+    if not self.seq2seq.tie_output:
+      self.output_projection = nn.Dense(
+          cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+          kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), ("embed", "vocab")))
+
+  def encode(self, input_ids: Array, input_mask: Array) -> Array:
+    """The encoder's final states (batch, source length, embed)."""
+    x = self.embeddings(input_ids, input_mask, deterministic=self.deterministic)
+    return self.encoder(x, input_mask)[0]
+
+  def decode_logits(self, decoder_input_ids: Array, decoder_mask: Array, memory: Array, memory_mask: Array,
+                    positions: Array | None = None) -> Array:
+    """Float32 vocabulary logits (batch, target length, vocab) of the decoder over `memory`.
+
+    `positions` default to 0..T-1; a cached step (`decode=True`) passes its
+    step index. With `decode=True` the first call creates the cache (its
+    output is meaningless) and every later call is one position.
+    """
+    if positions is None:
+      positions = jnp.broadcast_to(jnp.arange(decoder_input_ids.shape[1]), decoder_input_ids.shape)
+    scale = math.sqrt(self.config.hidden_size) if self.seq2seq.scale_decoder_embeddings else 1.0
+    x = self.embeddings(decoder_input_ids, decoder_mask, positions=positions, deterministic=self.deterministic,
+                        word_scale=scale)
+    x = self.decoder(x, decoder_mask, memory.astype(x.dtype), memory_mask, causal=True)[0]
+    if self.seq2seq.tie_output:
+      logits = self.embeddings.attend(x)
+    else:
+      logits = self.output_projection(x)
+    return nn.with_logical_constraint(logits.astype(jnp.float32), ("batch", "length", "vocab"))
+
+  def __call__(self, input_ids: Array, input_mask: Array, decoder_input_ids: Array, decoder_mask: Array) -> Array:
+    """Teacher-forced logits: encode the source, decode every target position at once."""
+    return self.decode_logits(decoder_input_ids, decoder_mask, self.encode(input_ids, input_mask), input_mask)
