@@ -15,6 +15,9 @@ commands:
   import-hf SRC OUT [--scan_layers]           Hugging Face checkpoint (dir or hub id) -> orbax checkpoint
   export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
                                               (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
+  average-checkpoints RUN_DIR [--last N] [--allow-fewer]
+                                              mean parameters of the newest N checkpoints (default 10)
+                                              -> RUN_DIR/averaged/<newest step>/ (VECO translation)
   score --predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] [--split dev|test]
                                               leaderboard scores of a submission folder
                                               (default --out: <parent>/scores-<name>.json;
@@ -49,11 +52,30 @@ def _dispatch(argv: list[str]) -> int:
     language_id = int(rest[2]) if len(rest) == 3 else None
     print(f"wrote {veco_assembly.export_encoder(rest[0], rest[1], language_id)}")
     return 0
+  if command == "average-checkpoints":
+    return _average_checkpoints(rest)
   if command == "score":
     from xtreme_jax.evaluation import scorer
     return scorer.main(rest)
   print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
   return 2
+
+
+def _average_checkpoints(argv: list[str]) -> int:
+  parser = errors.ArgumentParser(prog="xtreme-jax average-checkpoints",
+                                 description="Average the parameters of a run's newest checkpoints.")
+  parser.add_argument("run_dir", metavar="RUN_DIR")
+  parser.add_argument("--last", type=int, default=10, help="how many of the newest checkpoints (default 10)")
+  parser.add_argument("--allow-fewer", action="store_true", help="average all checkpoints when there are fewer")
+  args = parser.parse_args(argv)
+  from xtreme_jax.training import averaging
+  done = averaging.average_checkpoints(args.run_dir, args.last, allow_fewer=args.allow_fewer, progress=True)
+  steps = ", ".join(map(str, done.steps))
+  if done.written:
+    print(f"averaged steps {steps} -> {done.path}")
+  else:
+    print(f"{done.path} already holds the average of steps {steps}; nothing written")
+  return 0
 
 
 if __name__ == "__main__":
