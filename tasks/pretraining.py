@@ -5,7 +5,10 @@ below; importing or reloading it again re-registers the same names (each name
 is removed from the seqio registry before it is added). The tasks yield raw,
 untokenized text; `xtreme_jax.data.pretraining_streams.SeqioPairSource`
 tokenizes, segments, samples languages with n^alpha and builds the VECO / TLM
-features (no Mixtures are registered: sampling is the pair source's job).
+features (no Mixtures of them are registered: sampling is the pair source's
+job). Unicoder's generation pretraining (xDAE, xFNP) has tokenized Tasks and
+n^alpha Mixtures over the same monolingual corpora (section "Generation
+pretraining" below).
 
 Output features (scalar strings, `seqio.PassThroughVocabulary(size=0)`)
 * monolingual tasks: `text`, one document whose sentences (or paragraphs) are
@@ -60,18 +63,51 @@ dropping empty documents), a line / block count of the file for file tasks
 (cached per file version). The pair source counts the examples of a task
 whose source gives no size (e.g. TFDS data without split metadata) by reading
 the stream once when it first needs the count.
+
+Generation pretraining (Unicoder, XGLUE; `xtreme_jax.data.denoising`)
+----------------------------------------------------------------------
+For every monolingual task above, `pretrain_{objective}_{rest}` where the
+monolingual task is `pretrain_{rest}` (e.g. `pretrain_xdae_wiki40b_zh_cn`,
+`pretrain_xfnp_sample_text_de`), objective `xdae` or `xfnp`: the same
+source and cleaning, then each document ("\n" read as a space) is tokenized
+and cut into consecutive sequences of at most L tokens, specials included
+(`denoising.split_tokens`; L = the `sequence_length` given to `get_dataset`
+for `targets` (xDAE) / `inputs` (xFNP), else 512), and each sequence noised:
+* xDAE: `targets` = tokens + EOS (the ids the decoder predicts, EOS included,
+  as `models/seq2seq.py` wants them), `inputs` = the noised copy (BART text
+  infilling by default, EOS kept in place; `denoising.xdae_noise`); no BOS
+  on either side, as Unicoder's code. Masks inserted by 0-length spans can
+  make `inputs` longer than L: `get_dataset` trims it to its length.
+* xFNP: the sequence is BOS + tokens + EOS (BOS / EOS kept in place) and
+  `denoising.xfnp_span_mask` gives `inputs`, `targets`, `target_positions`,
+  `target_offsets`, `decoder_inputs` (see that module).
+All features are 1-D int32 (`add_eos=False`: the EOS is already there).
+The vocabulary is `set_vocabulary(path_or_vocabulary)`, else
+`$XTREME_JAX_PRETRAIN_VOCAB` (a path `vocabularies.load_vocabulary` reads),
+looked up when a dataset is built; the `*_sample_text_*` tasks use the
+bundled `sample_spm.model`.
+Mixtures `pretrain_{objective}_{corpus}` (corpus: text, sample_text, wiki40b,
+mc4) draw each example's language with probability n^alpha / sum (alpha =
+0.3, Unicoder; n = the task's `num_input_examples("train")`), so batches are
+multilingual; building one needs every member's data (`pretrain_xdae_text`
+all 40 files): `register_generation_mixture(objective, corpus, languages)`
+adds one over the languages you have. `register_generation_task` adds a task
+with other settings (e.g. `noise=["shuffle", "drop"]`).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import seqio
 import tensorflow as tf
 
-from xtreme_jax.data import paths
+from xtreme_jax import errors
+from xtreme_jax.data import denoising, paths
 from xtreme_jax.data import pretraining_corpora as corpora
 
 MONO_DIR_ENV = "XTREME_JAX_PRETRAIN_MONO_DIR"
@@ -104,6 +140,14 @@ OPUS_PAIR = ("de", "en")  # every config of the TFDS `opus` builder
 _monolingual_dir: Optional[str] = globals().get("_monolingual_dir")
 _blank_line_documents: Optional[bool] = globals().get("_blank_line_documents")
 _parallel_dir: Optional[str] = globals().get("_parallel_dir")
+_vocabulary: Any = globals().get("_vocabulary")
+_loaded_vocabularies: dict = globals().get("_loaded_vocabularies", {})
+
+VOCAB_ENV = "XTREME_JAX_PRETRAIN_VOCAB"
+GENERATION_OBJECTIVES = ("xdae", "xfnp")
+GENERATION_CORPORA = {"text": TEXT_LANGUAGES, "sample_text": SAMPLE_LANGUAGES, "wiki40b": WIKI40B_LANGUAGES,
+                      "mc4": MC4_LANGUAGES}
+GENERATION_ALPHA = corpora.UNICODER_ALPHA
 
 
 # ----------------------------------------------------------------------------- directories
@@ -217,8 +261,8 @@ class TextFileSource(seqio.FunctionDataSource):
                               f"{directory}: {corpora.available_monolingual(directory)}")
     return path, blocks
 
-  def _dataset_fn(self, split: str, shuffle_files: bool) -> tf.data.Dataset:
-    del shuffle_files  # one file, read in order
+  def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
+    del shuffle_files, seed  # one file, read in order (seqio passes `seed` when get_dataset is given one)
     path, blocks = self.path()
     lines = tf.data.TextLineDataset(path).map(_strip)
     docs = _blank_line_blocks(lines) if blocks else lines.filter(_has_text)
@@ -253,8 +297,8 @@ class ParallelFileSource(seqio.FunctionDataSource):
                               f"or {key}.tsv); language pairs there: {sorted(available)}")
     return available[key]
 
-  def _dataset_fn(self, split: str, shuffle_files: bool) -> tf.data.Dataset:
-    del shuffle_files
+  def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
+    del shuffle_files, seed
     files = self.files()
     self.num_input_examples(split)  # validates the files once (line counts, TSV fields), in Python; cached
     if len(files) == 2:
@@ -383,6 +427,171 @@ def register_opus_task(subset: str) -> seqio.Task:
   return _add(f"pretrain_opus_{subset.lower()}_{'_'.join(OPUS_PAIR)}", source, PAIR_FEATURES, [_opus_preprocessor])
 
 
+# ----------------------------------------------------------------------------- generation pretraining
+
+
+def set_vocabulary(vocabulary: Any) -> None:
+  """The vocabulary of the generation tasks: a path, a `vocabularies` vocabulary or a seqio one (None clears it)."""
+  global _vocabulary
+  _vocabulary = os.fspath(vocabulary) if isinstance(vocabulary, os.PathLike) else vocabulary
+
+
+def _load(path: str):
+  if path not in _loaded_vocabularies:
+    from xtreme_jax.data.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
+    _loaded_vocabularies[path] = load_vocabulary(path)
+  return _loaded_vocabularies[path]
+
+
+def get_vocabulary(path: Optional[str] = None):
+  """The vocabulary at `path`, else from `set_vocabulary()`, else `$XTREME_JAX_PRETRAIN_VOCAB` (loaded once)."""
+  value = path or _vocabulary or os.environ.get(VOCAB_ENV)
+  if value is None or value == "":
+    raise errors.ConfigError("the generation pretraining vocabulary is not set: call xtreme_tasks.pretraining."
+                             f"set_vocabulary(path) or set the environment variable {VOCAB_ENV}")
+  return _load(value) if isinstance(value, str) else value
+
+
+class LazyVocabulary(seqio.Vocabulary):
+  """The seqio view of `get_vocabulary(path)`, resolved when first used (tasks register before it is set)."""
+
+  def __init__(self, path: Optional[str] = None):
+    super().__init__(extra_ids=0)
+    self.path = path
+
+  @property
+  def resolved(self) -> seqio.Vocabulary:
+    from xtreme_jax.data.seqio_vocabulary import as_seqio  # pylint: disable=g-import-not-at-top
+    return as_seqio(get_vocabulary(self.path))
+
+  @property
+  def vocab(self):
+    """The wrapped vocabulary (its `mask_id`, `cls_id`, ...)."""
+    return getattr(self.resolved, "vocab", self.resolved)
+
+  bos_id = property(lambda self: self.resolved.bos_id)
+  eos_id = property(lambda self: self.resolved.eos_id)
+  pad_id = property(lambda self: self.resolved.pad_id)
+  unk_id = property(lambda self: self.resolved.unk_id)
+  mask_id = property(lambda self: getattr(self.vocab, "mask_id", None))
+  _base_vocab_size = property(lambda self: self.resolved.vocab_size)
+
+  def _encode(self, s):
+    return self.resolved.encode(s)
+
+  def _decode(self, ids):
+    return self.resolved.decode(ids)
+
+  def _encode_tf(self, s):
+    return self.resolved.encode_tf(s)
+
+  def _decode_tf(self, ids):
+    return self.resolved.decode_tf(ids)
+
+  def __eq__(self, other) -> bool:
+    return isinstance(other, LazyVocabulary) and self.path == other.path
+
+  def __hash__(self) -> int:
+    return hash((LazyVocabulary, self.path))
+
+  def __repr__(self) -> str:
+    return f"LazyVocabulary({self.path!r})" if self.path else "LazyVocabulary(<set_vocabulary / $" + VOCAB_ENV + ">)"
+
+
+CONFIGURED_VOCABULARY = LazyVocabulary()
+SAMPLE_VOCABULARY = LazyVocabulary(paths.sample_vocab())
+
+
+def generation_features(objective: str, vocabulary: seqio.Vocabulary) -> dict:
+  """The output features of an `objective` task (1-D int32, EOS already in the data)."""
+  _check_objective(objective)
+  keys = ("inputs", "targets") if objective == "xdae" else denoising.XFNP_FEATURES
+  positions = ("target_positions", "target_offsets")
+  return {k: seqio.Feature(_PASSTHROUGH if k in positions else vocabulary, add_eos=False, dtype=tf.int32)
+          for k in keys}
+
+
+def _check_objective(objective: str) -> None:
+  if objective not in GENERATION_OBJECTIVES:
+    raise errors.ConfigError(f"unknown generation objective {objective!r}; valid: {', '.join(GENERATION_OBJECTIVES)}")
+
+
+def _document_to_targets(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  return dataset.map(lambda ex: {"targets": tf.strings.regex_replace(ex["text"], "\n", " ")},
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def register_generation_task(objective: str, base: str, name: Optional[str] = None,
+                             vocabulary: Optional[seqio.Vocabulary] = None, **settings) -> seqio.Task:
+  """`pretrain_{objective}_{rest}` (or `name`) over the monolingual task `base` = `pretrain_{rest}`.
+
+  `vocabulary`: a seqio vocabulary (default: the configured one, a
+  `LazyVocabulary`); `settings` go to `denoising.xdae_noise` (e.g.
+  `noise`, `infilling_ratio`) or `denoising.xfnp_span_mask` (e.g.
+  `span_length`) and are checked now.
+  """
+  _check_objective(objective)
+  preprocessor = denoising.xfnp_span_mask if objective == "xfnp" else denoising.xdae_noise
+  valid = [k for k in inspect.signature(preprocessor).parameters if k not in ("dataset", "output_features")]
+  unknown = sorted(set(settings) - set(valid))
+  if unknown:
+    raise errors.ConfigError(f"unknown {objective} setting(s) {unknown}; valid: {', '.join(valid)}")
+  check = denoising.check_xfnp_args if objective == "xfnp" else denoising.check_xdae_args
+  check(**{k: v for k, v in settings.items() if k in inspect.signature(check).parameters})
+  task = seqio.get_mixture_or_task(base)
+  if "text" not in task.output_features:
+    raise errors.ConfigError(f"seqio task {base!r} is not a monolingual text task (no `text` feature)")
+  if name is None and base.startswith("pretrain_"):
+    name = f"pretrain_{objective}_{base[len('pretrain_'):]}"
+  if not name:
+    raise errors.ConfigError(f"give a name for the {objective} task over {base!r}")
+  bos = objective == "xfnp"
+  split = functools.partial(denoising.split_tokens, length_feature="inputs" if bos else "targets", add_bos=bos,
+                            add_eos=True)
+  noise = functools.partial(preprocessor, **settings)
+  preprocessors = [*task.preprocessors, _document_to_targets,
+                   functools.partial(seqio.preprocessors.tokenize, copy_pretokenized=False), split, noise]
+  return _add(name, task.source, generation_features(objective, vocabulary or CONFIGURED_VOCABULARY), preprocessors)
+
+
+def sampling_rate(task: seqio.Task, alpha: float = GENERATION_ALPHA) -> float:
+  """n^alpha, n = `task.num_input_examples("train")` (a Mixture rate)."""
+  n = task.num_input_examples("train")
+  if not n or n <= 0:
+    raise errors.DataError(f"seqio task {task.name!r} gives no number of training examples (needed for n^alpha "
+                           "sampling); register a Mixture with explicit rates")
+  return float(n) ** alpha
+
+
+def register_generation_mixture(objective: str, corpus: str, languages: Optional[Sequence[str]] = None,
+                                alpha: float = GENERATION_ALPHA, name: Optional[str] = None) -> seqio.Mixture:
+  """`pretrain_{objective}_{corpus}` (or `name`): the tasks `pretrain_{objective}_{corpus}_{lg}` mixed by n^alpha."""
+  _check_objective(objective)
+  if corpus not in GENERATION_CORPORA:
+    raise errors.ConfigError(f"unknown corpus {corpus!r}; valid: {', '.join(GENERATION_CORPORA)}")
+  if not isinstance(alpha, (int, float)) or not alpha >= 0:
+    raise errors.ConfigError(f"alpha={alpha!r}; expected a number >= 0")
+  languages = GENERATION_CORPORA[corpus] if languages is None else tuple(languages)
+  unknown = [lg for lg in languages if f"pretrain_{objective}_{corpus}_{_name(lg)}" not in seqio.TaskRegistry.names()]
+  if not languages or unknown:
+    raise errors.ConfigError(f"no {objective} task of corpus {corpus!r} for language(s) {unknown or languages}; "
+                             f"valid: {' '.join(GENERATION_CORPORA[corpus])}")
+  name = name or f"pretrain_{objective}_{corpus}"
+  rate = functools.partial(sampling_rate, alpha=float(alpha))
+  seqio.MixtureRegistry.remove(name)
+  return seqio.MixtureRegistry.add(name, [(f"pretrain_{objective}_{corpus}_{_name(lg)}", rate) for lg in languages])
+
+
+def register_generation_tasks() -> None:
+  """The xDAE / xFNP tasks and mixtures of every monolingual corpus (module docstring)."""
+  for corpus, languages in GENERATION_CORPORA.items():
+    vocabulary = SAMPLE_VOCABULARY if corpus == "sample_text" else CONFIGURED_VOCABULARY
+    for objective in GENERATION_OBJECTIVES:
+      for lg in languages:
+        register_generation_task(objective, f"pretrain_{corpus}_{_name(lg)}", vocabulary=vocabulary)
+      register_generation_mixture(objective, corpus)
+
+
 def register_all() -> None:
   """Registers every task listed in the module docstring (idempotent)."""
   sample = paths.sample_dir()
@@ -401,6 +610,7 @@ def register_all() -> None:
     register_mc4_task(lg)
   for subset in OPUS_SUBSETS:
     register_opus_task(subset)
+  register_generation_tasks()
 
 
 register_all()
