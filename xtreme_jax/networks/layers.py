@@ -196,8 +196,9 @@ def attention_implementation(config: TransformerConfig, deterministic: bool) -> 
 def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Array, key_mask: Array, causal: bool,
                           dropout=None) -> Array:
   """Softmax(q k^T / sqrt(d)) v over [batch, length, heads, head_dim] inputs, keys masked by `key_mask`
-  ([batch, keys], 1 = real; padded queries still attend to the real keys, as BERT) and, with `causal`, by
-  position. One function for every attention brick (self, causal, cross).
+  ([batch, keys], 1 = real; padded queries still attend to the real keys, as BERT; or a whole
+  [batch, queries, keys] mask) and, with `causal`, by position. One function for every attention brick (self,
+  causal, cross, n-stream).
 
   `dropout` (a function on the probabilities) selects the reference path (`attention_implementation`): einsum,
   float32 softmax, dropout, einsum. `xla` / `cudnn` call `jax.nn.dot_product_attention` (float32 softmax
@@ -205,8 +206,11 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
   (as every feature converter here writes it) and keeps the mask off the dense-bias path.
   """
   impl = attention_implementation(config, dropout is None)
+  full = key_mask.ndim == 3  # a whole (batch, queries, keys) mask, e.g. ProphetNet's n-stream attention
+  if full and impl == "cudnn":
+    impl = "xla"  # cudnn takes key lengths only
   if impl == "reference":
-    mask = key_mask[:, None, None, :].astype(bool)
+    mask = (key_mask[:, None] if full else key_mask[:, None, None, :]).astype(bool)
     if causal:
       mask = mask & jnp.tril(jnp.ones((q.shape[1], k.shape[1]), dtype=bool))[None, None]
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim).astype(jnp.float32)
@@ -219,8 +223,8 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
     lengths = jnp.sum(key_mask, axis=-1).astype(jnp.int32)
     return jax.nn.dot_product_attention(q, k, v, is_causal=causal, key_value_seq_lengths=lengths,
                                         implementation="cudnn")
-  return jax.nn.dot_product_attention(q, k, v, mask=key_mask[:, None, None, :].astype(bool), is_causal=causal,
-                                      implementation="xla")
+  mask = key_mask[:, None] if full else key_mask[:, None, None, :]
+  return jax.nn.dot_product_attention(q, k, v, mask=mask.astype(bool), is_causal=causal, implementation="xla")
 
 
 CACHES = ("none", "self", "cross")

@@ -95,14 +95,18 @@ class Seq2SeqNetwork(nn.Module):
     """
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(decoder_input_ids.shape[1]), decoder_input_ids.shape)
-    scale = math.sqrt(self.config.hidden_size) if self.seq2seq.scale_decoder_embeddings else 1.0
-    x = self.embeddings(decoder_input_ids, decoder_mask, positions=positions, deterministic=self.deterministic,
-                        word_scale=scale)
+    x = self.embed_targets(decoder_input_ids, decoder_mask, positions)
     x = self.decoder(x, decoder_mask, memory.astype(x.dtype), memory_mask, causal=True)[0]
-    if self.seq2seq.tie_output:
-      logits = self.embeddings.attend(x)
-    else:
-      logits = self.output_projection(x)
+    return self.output_logits(x)
+
+  def embed_targets(self, ids: Array, mask: Array, positions: Array) -> Array:
+    """The decoder side's embeddings (the shared tables; word embeddings scaled if configured)."""
+    scale = math.sqrt(self.config.hidden_size) if self.seq2seq.scale_decoder_embeddings else 1.0
+    return self.embeddings(ids, mask, positions=positions, deterministic=self.deterministic, word_scale=scale)
+
+  def output_logits(self, x: Array) -> Array:
+    """Float32 vocabulary logits of decoder states: tied to the word embeddings or `output_projection`."""
+    logits = self.embeddings.attend(x) if self.seq2seq.tie_output else self.output_projection(x)
     return nn.with_logical_constraint(logits.astype(jnp.float32), ("batch", "length", "vocab"))
 
   def __call__(self, input_ids: Array, input_mask: Array, decoder_input_ids: Array, decoder_mask: Array) -> Array:
