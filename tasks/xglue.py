@@ -1,4 +1,4 @@
-"""seqio Tasks and Mixtures for XGLUE's understanding tasks, generated from the task registry.
+"""seqio Tasks and Mixtures for XGLUE's understanding and generation tasks, generated from the task registry.
 
 Importing `xtreme_tasks.xglue` registers, for every task of
 `xtreme_jax.registry.XGLUE` (names lower-cased: `xglue_nc_de`), what its
@@ -8,7 +8,9 @@ Data: `XglueData(get_data_dir())`, the object the run mode reads through
 (`runs/xtreme.py`, `XtremeRunner.read`), so a Task yields exactly the
 examples the runner fine-tunes and predicts on (in the row schemas of
 `tasks/xtreme.py`: pair rows, ranking rows with their query `group`, tagging
-rows, SQuAD rows). The directory is looked up when a dataset is built:
+rows, SQuAD rows; QG / NTG: `id`, `inputs` (the source text), `targets`
+(the reference, "" where the test targets are hidden), raw text). The
+directory is looked up when a dataset is built:
 `set_data_dir(path)` wins, else `$XTREME_JAX_XGLUE_DIR` (the unpacked
 `xglue_full_dataset` folder).
 
@@ -23,7 +25,9 @@ Tasks
 Every Task's `metric_fns` is the official score of its language
 (`xglue_scorer.score_examples`, 0-1 scale, keyed by the spec's `score`):
 `metric(targets, predictions)` takes the Task's examples and the predicted
-labels / tag lists / {question id: answer}.
+labels / tag lists / {question id: answer} / texts (QG, NTG: `bleu`, the
+scorer's lowercased sacreBLEU / 100; the examples may also be the reference
+strings).
 
 Mixtures (the settings of `BenchmarkSpec.settings`)
 * `xglue_{task}_zero_shot`: English training data, every language evaluated.
@@ -43,15 +47,16 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import seqio
+import tensorflow as tf
 
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.registry.xglue import MULTI_TASK
-from xtreme_tasks.xtreme import XtremeSource, output_features, register_mixture, train_examples_rate
+from xtreme_tasks.xtreme import XtremeSource, _dataset_from_rows, output_features, register_mixture, train_examples_rate
 
 DATA_DIR_ENV = "XTREME_JAX_XGLUE_DIR"
 _data_dir: Optional[str] = globals().get("_data_dir")  # kept across importlib.reload
@@ -88,16 +93,66 @@ def _metric(task: str, language: str, targets: Sequence[dict], predictions: Sequ
   return {XGLUE.task(task).score: xglue_scorer.score_examples(task, language, targets, predictions)}
 
 
+def _reference(example) -> str:
+  """A generation Task's reference: from its row (`targets`), a reader record (`target`) or the string itself."""
+  if isinstance(example, Mapping):
+    example = example["targets"] if "targets" in example else example["target"]
+  return example.decode("utf-8") if isinstance(example, bytes) else example
+
+
+def _generation_metric(task: str, language: str, targets: Sequence, predictions: Sequence[str]) -> dict:
+  examples = [{"target": _reference(t)} for t in targets]
+  return {XGLUE.task(task).score: xglue_scorer.score_examples(task, language, examples, predictions)}
+
+
+class GenerationSource(seqio.FunctionDataSource):
+  """Line pairs of an XGLUE generation task (`xglue_readers`): `id`, `inputs`, `targets` ("" when hidden)."""
+
+  features = {"id": (tf.string, 0), "inputs": (tf.string, 0), "targets": (tf.string, 0)}
+
+  def __init__(self, task: str, language: str, splits: Sequence[str], data_fn: Callable[[], XglueData] = data):
+    self.task, self.language, self._data = task, language, data_fn
+    self._counts: dict[tuple, int] = {}
+    super().__init__(dataset_fn=self._dataset_fn, splits=tuple(splits))
+
+  def __repr__(self):
+    return f"GenerationSource(task={self.task!r}, language={self.language!r}, splits={self.splits})"
+
+  def examples(self, split: str) -> list[dict]:
+    if split not in self.splits:
+      raise ValueError(f"xglue {self.task} {self.language!r} has no split {split!r} here; available splits: "
+                       f"{', '.join(self.splits)}")
+    return [{"id": ex["id"], "inputs": ex["source"], "targets": ex["target"] or ""}
+            for ex in self._data().read(self.task, self.language, split)]
+
+  def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
+    del shuffle_files, seed  # read in order; seqio shuffles examples afterwards
+    return _dataset_from_rows(self.examples(split), self.features)
+
+  def num_input_examples(self, split: str) -> int:
+    """Number of line pairs of `split`, cached per version of its source file."""
+    path = self._data().location(self.task, self.language, split)
+    stat = os.stat(path) if os.path.isfile(path) else None
+    key = (path, stat and (stat.st_mtime_ns, stat.st_size, stat.st_ino))
+    if key not in self._counts:
+      self._counts[key] = len(self.examples(split))
+    return self._counts[key]
+
+
 def register_task(task: str, language: str, variant: str = "") -> seqio.Task:
   """Registers (replacing any previous one) `task_name(task, language, variant)`; variant "eval": no train split;
   "multitask": the union schema with the task's name (the multi-task mixture's members)."""
   spec = XGLUE.task(task)
   splits = [s for s, langs in spec.languages.items() if language in langs and not (variant == "eval" and s == "train")]
-  source = XtremeSource(task, language, splits, union_schema=variant == "multitask", benchmark=XGLUE, data_fn=data)
+  if spec.kind == "generation":
+    source, metric = GenerationSource(task, language, splits), _generation_metric
+  else:
+    source = XtremeSource(task, language, splits, union_schema=variant == "multitask", benchmark=XGLUE, data_fn=data)
+    metric = _metric
   name = task_name(task, language, variant)
   seqio.TaskRegistry.remove(name)
   return seqio.TaskRegistry.add(name, source=source, output_features=output_features(source.features),
-                                preprocessors=[], metric_fns=[functools.partial(_metric, task, language)])
+                                preprocessors=[], metric_fns=[functools.partial(metric, task, language)])
 
 
 def evaluated(task: str, *training: str) -> list[str]:

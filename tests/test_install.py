@@ -115,6 +115,7 @@ API_MINIMUMS = {
     "tensorflow-text": ("2.20", "the tensorflow it pairs with"),
     "protobuf": ("6.31.1", "tensorflow-metadata 1.21's generated code"),
     "tokenizers": ("0.19.1", "reads the XLM-R tokenizer.json that transformers 5 writes (0.15 cannot)"),
+    "sacrebleu": ("2.2.1", "2.x metric API and signatures; before 2.2 an empty reference segment raises"),
 }
 
 

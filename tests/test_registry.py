@@ -1,5 +1,7 @@
 """The task registry is the one source of the benchmark constants every layer uses."""
 
+import inspect
+
 import pytest
 
 from xtreme_jax import errors
@@ -48,8 +50,10 @@ def test_benchmark_spec_checks_its_tasks():
 
 
 def test_xglue_spec_facts():
-  assert XGLUE.task_names == ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM")
-  assert XGLUE.categories == {"understanding": XGLUE.task_names} and XGLUE.scale == 1.0
+  # The official scorer's task order (task2lg): understanding, then generation.
+  assert XGLUE.task_names == ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM", "QG", "NTG")
+  assert XGLUE.categories == {"understanding": XGLUE.task_names[:9], "generation": ("QG", "NTG")}
+  assert XGLUE.scale == 1.0
   assert XGLUE.task("POS").test_languages[0] == "pl" and len(XGLUE.task("POS").test_languages) == 18
   assert XGLUE.task("XNLI").test_languages == XTREME.task("xnli").test_languages
   assert XGLUE.task("PAWSX").file("dev", "de") == "PAWSX/de/dev_2k.tsv"
@@ -58,3 +62,33 @@ def test_xglue_spec_facts():
   assert len(XGLUE.task("NC").labels) == 10 and XGLUE.task("WPR").kind == "ranking"
   with pytest.raises(errors.ConfigError, match="unknown XGLUE task 'ner'; valid tasks: NER, POS"):
     XGLUE.task("ner")
+
+
+def test_xglue_generation_specs():
+  qg, ntg = XGLUE.task("QG"), XGLUE.task("NTG")
+  assert qg.languages == {"train": ("en",), "dev": ("de", "en", "es", "fr", "it", "pt"),
+                          "test": ("de", "en", "es", "fr", "it", "pt")}
+  assert ntg.test_languages == ("de", "en", "es", "fr", "ru") and ntg.languages["train"] == ("en",)
+  assert XGLUE.where(kind="generation") == ("QG", "NTG") and {qg.score, ntg.score} == {"bleu"}
+  assert (qg.model, qg.train, ntg.model, ntg.train) == ("QG", ("QG", "en", "train"), "NTG", ("NTG", "en", "train"))
+  assert qg.sides == ("src", "tgt") and qg.file("train", "en") == "QG/xglue.qg.en.src.train"
+  assert ntg.file("dev", "fr", "tgt") == "NTG/xglue.ntg.fr.tgt.dev"
+  assert XGLUE.prediction_file("NTG", "ru") == "NTG/ru.prediction"
+
+
+def test_xglue_runner_leaves_generation_out_until_it_runs_it(tmp_path):
+  """The benchmark runner runs the kinds of task_kinds.KINDS: its defaults and settings keys are the nine
+  understanding tasks (as before QG / NTG were registered); asking for a generation task is refused."""
+  from conftest import TINY
+  from xtreme_jax.data import paths
+  understanding = XGLUE.categories["understanding"]
+  assert xtreme_run.runnable_tasks(XGLUE) == understanding == xtreme_run.finetuned_models(XGLUE)
+  assert xtreme_run.runnable_tasks(XTREME) == XTREME.task_names
+  assert inspect.signature(xtreme_run.xglue).parameters["tasks"].default == understanding
+  runner = xtreme_run.XtremeRunner(str(tmp_path), paths.sample_xglue_dir(), TINY, paths.sample_vocab(), None,
+                                   xtreme_run.FinetuneSettings(), None, benchmark="xglue")
+  with pytest.raises(errors.ConfigError, match=r"^XGLUE task\(s\) \['QG'\]: generation tasks are not yet run by "
+                                               r"this runner; leave them out of TASKS \(valid: \['NER', "):
+    xtreme_run.check_run(runner, ("NC", "QG"), None, None)
+  with pytest.raises(errors.ConfigError, match=r"unknown key\(s\) \['NTG'\]"):
+    xtreme_run.FinetuneSettings(tasks={"NTG": xtreme_run.TaskSettings()})

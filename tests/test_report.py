@@ -259,3 +259,16 @@ def test_report_names_selected_steps_losses_and_retrieval_settings(tmp_path):
   # Without runs / retrieval: no such sections, no loss plot.
   plain = report.render_markdown({"pawsx": PAWSX})
   assert "## Fine-tuning" not in plain and "## Retrieval" not in plain and "Invalid" not in plain
+
+
+def test_xglue_report_shows_generation_tasks_as_bleu_columns():
+  """QG / NTG rows and per-language tables in BLEU points (the scorer's 0-1 x100), AVG_G beside AVG_U."""
+  qg = {"de": 0.05, "en": 0.15, "es": 0.1, "fr": 0.04, "it": 0.16, "pt": 0.08, "avg": 0.58 / 6}
+  results = {"tasks": {"QG": qg}, "missing_tasks": [], "avg_u": None, "avg_g": 0.0712, "average": 0.58 / 6,
+             "split": "dev"}
+  md = report.render_xglue_markdown(results)
+  assert md.startswith("# XGLUE results (dev)\n\n| Task | Metric | Languages | Score |")
+  assert "| QG | BLEU | 6 | 9.7 |" in md and "- AVG_G (two generation tasks): 7.1" in md and "AVG_U" not in md
+  assert ("## QG\n\n| Metric | en | de | es | fr | it | pt | avg |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+          "| BLEU | 15.0 | 5.0 | 10.0 | 4.0 | 16.0 | 8.0 | 9.7 |") in md
+  assert "![QG: BLEU per language](plots/QG.png)" in md

@@ -259,3 +259,30 @@ def test_metric_fns_are_the_official_metrics_of_the_rows(data_dir):
   rows = _examples("xtreme_squad_en", "train")
   assert xquad_metric(rows, {"q1": "France", "q2": "London"})["exact_match"] == pytest.approx(50.0)
   assert seqio.get_mixture_or_task("xtreme_tatoeba_de").metric_fns == []  # scored as a whole corpus
+
+
+def test_wmt14_tasks_translate_from_english_with_sacrebleu_metrics():
+  """`xtreme_tasks.translation` on a mocked `wmt14_translate` (no network): inputs English, targets German;
+  the metric: sacreBLEU (13a, mixed case), lowercased tokenised BLEU and the signature, by hand."""
+  import tensorflow as tf
+  import tensorflow_datasets as tfds
+  import xtreme_tasks.translation as tr
+
+  def as_dataset(self, split, decoders=None, read_config=None, shuffle_files=False):
+    assert (self.builder_config.name, str(split)) == ("de-en", "validation")
+    return tf.data.Dataset.from_tensor_slices({"de": ["Die Katze schläft.", "Guten Morgen."],
+                                               "en": ["The cat sleeps.", "Good morning."]})
+
+  assert {"wmt14_en_de", "wmt14_en_fr"} <= set(seqio.TaskRegistry.names())
+  task = seqio.get_mixture_or_task(tr.task_name("en_de"))
+  assert tuple(task.splits) == ("train", "validation", "test")
+  with tfds.testing.mock_data(policy=tfds.testing.MockPolicy.USE_CODE, as_dataset_fn=as_dataset):
+    rows = _examples("wmt14_en_de", "validation")
+  assert rows == [{"inputs": "The cat sleeps.", "targets": "Die Katze schläft."},
+                  {"inputs": "Good morning.", "targets": "Guten Morgen."}]
+  # 13a tokens "Die Katze schläft ." and "guten Morgen ." against "Guten Morgen .": p1 6/7, p2 4/5, p3 2/3, p4 1/1.
+  (metric,) = task.metric_fns
+  scores = metric(rows, ["Die Katze schläft.", "guten Morgen ."])
+  assert scores["bleu"] == pytest.approx(100 * (6 / 7 * 4 / 5 * 2 / 3) ** 0.25, rel=1e-12)
+  assert scores["tokenized_bleu"] == pytest.approx(100.0)  # case-insensitive
+  assert scores["sacrebleu_signature"].textdata.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|")

@@ -88,3 +88,48 @@ def test_missing_non_english_training_data_says_where_to_put_it(tmp_path):
   with pytest.raises(errors.MissingInputError, match=r"XGLUE XNLI: expected file .*XNLI/multinli\.train\.en\.tsv does "
                                                     r"not exist; pass the unpacked xglue_full_dataset"):
     xglue_readers.read("XNLI", str(tmp_path), "en", "train")
+
+
+def _write_pair(root, task, split, lg, src, tgt=None):
+  spec = XGLUE.task(task)
+  paths = []
+  for side, content in zip(spec.sides, (src, tgt)):
+    if content is not None:
+      path = root / spec.file(split, lg, side)
+      os.makedirs(path.parent, exist_ok=True)
+      path.write_bytes(content.encode("utf-8"))
+      paths.append(path)
+  return paths
+
+
+def test_generation_pairs_line_i_with_line_i(tmp_path):
+  assert XGLUE.task("QG").file("dev", "it") == "QG/xglue.qg.it.src.dev"
+  assert XGLUE.task("NTG").file("test", "ru", "tgt") == "NTG/xglue.ntg.ru.tgt.test"
+  # Lines as Python's open() iterates them (\r\n and a lone \r end lines too); a blank line is an example;
+  # the target is the scorer's reference: the last tab-separated column, stripped.
+  _write_pair(tmp_path, "QG", "dev", "it", "Roma è la capitale.\r\n\rIl Po è lungo.\n", "Qual è la capitale? \n\n"
+              "x\tQuanto è lungo il Po?\n")
+  assert xglue_readers.read("QG", str(tmp_path), "it", "dev") == [
+      {"id": "QG-it-dev-0", "source": "Roma è la capitale.", "target": "Qual è la capitale?"},
+      {"id": "QG-it-dev-1", "source": "", "target": ""},
+      {"id": "QG-it-dev-2", "source": "Il Po è lungo.", "target": "Quanto è lungo il Po?"}]
+  # The release hides the test targets: no .tgt file reads as target None.
+  _write_pair(tmp_path, "NTG", "test", "ru", "Текст новости.\nЕщё одна новость.\n")
+  assert [r["target"] for r in xglue_readers.read("NTG", str(tmp_path), "ru", "test")] == [None, None]
+
+
+def test_generation_bad_input_names_the_files(tmp_path):
+  src, tgt = _write_pair(tmp_path, "NTG", "dev", "fr", "un\ndeux\ntrois\n", "1\n2\n")
+  with pytest.raises(errors.DataError, match=rf"XGLUE NTG: {src} has 3 lines but {tgt} has 2; line i of one must be"):
+    xglue_readers.read("NTG", str(tmp_path), "fr", "dev")
+  os.remove(tgt)  # dev and train targets are part of the release
+  with pytest.raises(errors.MissingInputError, match=r"expected file .*NTG/xglue\.ntg\.fr\.tgt\.dev does not exist"):
+    xglue_readers.read("NTG", str(tmp_path), "fr", "dev")
+  _write_pair(tmp_path, "QG", "train", "en", "one\ntwo\n")
+  (tmp_path / "QG" / "xglue.qg.en.tgt.train").write_bytes(b"fine\nbad \xff\n")
+  with pytest.raises(errors.DataError, match=r"xglue\.qg\.en\.tgt\.train:2 \(byte 9\): not UTF-8"):
+    xglue_readers.read("QG", str(tmp_path), "en", "train")
+  with pytest.raises(errors.ConfigError, match="XGLUE QG train has no language 'de'; valid: en"):
+    xglue_readers.read("QG", str(tmp_path), "de", "train")
+  with pytest.raises(errors.ConfigError, match=r"xglue NC has no side 'tgt'; sides: \[\]"):
+    XGLUE.task("NC").file("dev", "de", "tgt")

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 
 import pytest
 from pytest import approx
@@ -37,6 +38,8 @@ MLQA_GOLD = {"data": [{"title": "t", "paragraphs": [{"context": "the big red hou
     {"id": "a", "question": "?", "answers": [{"text": "the cat", "answer_start": 26}]},
     {"id": "b", "question": "?", "answers": [{"text": "big red house", "answer_start": 4}]}]}]}]}
 MLQA_PRED = {"a": "the cat", "b": "big red house"}
+GEN_SOURCE = "Leonardo malte die Mona Lisa.\nDas Konzert beginnt heute.\n"  # QG / NTG, every language
+GEN_GOLD = "Wer malte die Mona Lisa?\nWann beginnt das Konzert heute?\n"
 
 
 @pytest.fixture
@@ -52,6 +55,9 @@ def xglue(tmp_path):
         _write(gold_path, POS_GOLD), _write(pred_path, POS_PRED)
       elif spec.name == "MLQA":
         _write(gold_path, json.dumps(MLQA_GOLD)), _write(pred_path, json.dumps(MLQA_PRED))
+      elif spec.kind == "generation":
+        _write(gold_path, GEN_SOURCE), _write(pred_path, GEN_GOLD)
+        _write(gold / xglue_scorer.gold_file(spec.name, SPLIT, lg), GEN_GOLD)
       else:
         _write(gold_path, ROWS[spec.name][0]), _write(pred_path, ROWS[spec.name][1])
   return preds, gold
@@ -66,8 +72,8 @@ def test_a_perfect_submission_scores_one_everywhere(xglue):
   assert list(results["tasks"]) == list(XGLUE.task_names) and not results["missing_tasks"]
   for task, scores in results["tasks"].items():
     assert list(scores) == [*XGLUE.task(task).test_languages, "avg"]
-    assert all(v == 1.0 for v in scores.values()), task
-  assert results["avg_u"] == 1.0 and results["average"] == 1.0
+    assert scores == approx(dict.fromkeys(scores, 1.0), rel=1e-12), task  # BLEU 100 up to rounding
+  assert results["avg_u"] == 1.0 and results["avg_g"] == approx(1.0) and results["average"] == approx(1.0)
 
 
 def test_each_task_as_the_official_scorer(xglue):
@@ -100,10 +106,43 @@ def test_each_task_as_the_official_scorer(xglue):
 def test_avg_u_and_average(xglue):
   results = _score(xglue, tasks=["NC", "QAM"])
   assert list(results["tasks"]) == ["NC", "QAM"] and results["avg_u"] is None and results["average"] == 1.0
+  assert results["avg_g"] is None
   _write(xglue_scorer.prediction_path(str(xglue[0]), "QAM", "de"), "0\n0\n")
   results = _score(xglue)
   assert results["tasks"]["QAM"]["avg"] == approx(5 / 6)
-  assert results["avg_u"] == approx((8 + 5 / 6) / 9) and results["average"] == approx((8 + 5 / 6) / 9)
+  assert results["avg_u"] == approx((8 + 5 / 6) / 9) and results["average"] == approx((10 + 5 / 6) / 11)
+
+
+def test_an_understanding_only_submission_scores_as_before(xglue):
+  for task in XGLUE.categories["generation"]:
+    shutil.rmtree(xglue[0] / task)
+  _write(xglue_scorer.prediction_path(str(xglue[0]), "QAM", "de"), "0\n0\n")
+  results = _score(xglue)
+  assert results["missing_tasks"] == ["QG", "NTG"] and list(results["tasks"]) == list(XGLUE.task_names[:9])
+  assert results["avg_u"] == results["average"] == approx((8 + 5 / 6) / 9) and results["avg_g"] is None
+  assert "AVG_G" not in xglue_scorer.format_table(results)
+
+
+def test_generation_is_lowercased_bleu_over_every_line(xglue):
+  preds, gold = xglue
+  # QG de (13a tokens, lowercased): segment 1 exact (6 tokens); "Wann beginnt das Konzert?" against "Wann beginnt
+  # das Konzert heute?": 5 of 6 tokens. Corpus: p1 11/11, p2 8/9, p3 6/7, p4 4/5, BP exp(1 - 12/11).
+  _write(xglue_scorer.prediction_path(str(preds), "QG", "de"), "wer malte die MONA Lisa?\nWann beginnt das Konzert?\n")
+  # QG fr: an empty last prediction is a line too: p1..p4 all 1 on segment 1, BP exp(1 - 12/6).
+  _write(xglue_scorer.prediction_path(str(preds), "QG", "fr"), "Wer malte die Mona Lisa?\n\n")
+  results = _score(xglue)
+  de = math.exp(1 - 12 / 11) * (8 / 9 * 6 / 7 * 4 / 5) ** 0.25
+  assert results["tasks"]["QG"]["de"] == approx(de) and results["tasks"]["QG"]["fr"] == approx(math.exp(-1))
+  assert results["tasks"]["QG"]["avg"] == approx((4 + de + math.exp(-1)) / 6)
+  assert results["avg_g"] == approx(((4 + de + math.exp(-1)) / 6 + 1) / 2)
+  assert results["average"] == approx((9 + (4 + de + math.exp(-1)) / 6 + 1) / 11)
+  table = xglue_scorer.format_table(results)
+  assert f"QG     avg {100 * (4 + de + math.exp(-1)) / 6:5.1f}" in table and "AVG_G: " in table
+  # One line per source line: a trailing blank line is a third prediction (the official scorer fails on it).
+  _write(xglue_scorer.prediction_path(str(preds), "NTG", "ru"), GEN_GOLD + "\n")
+  with pytest.raises(scorer.SubmissionError, match=r"NTG/ru\.prediction: 3 lines, but the ground truth "
+                                                   r".*NTG/xglue\.ntg\.ru\.tgt\.test has 2"):
+    _score(xglue, tasks=["NTG"])
 
 
 def test_mismatches_are_refused_naming_both_counts(xglue):

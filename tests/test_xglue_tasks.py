@@ -8,7 +8,7 @@ import seqio
 import xtreme_tasks.xglue as xg
 from conftest import TINY
 from test_seqio_tasks import _examples  # the Task's rows as Python values
-from xtreme_jax.data import paths
+from xtreme_jax.data import paths, xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import xtreme
@@ -32,6 +32,8 @@ def _as_rows(spec, records):
              "answers/answer_start": r["answers"]["answer_start"]} for r in records]
   if spec.kind == "tagging":
     return [{"id": r["id"], "tokens": r["tokens"], "tags": r["tags"] or []} for r in records]
+  if spec.kind == "generation":
+    return [{"id": r["id"], "inputs": r["source"], "targets": r["target"] or ""} for r in records]
   keys = ("id", "text_a", "text_b", "label") + (("group",) if spec.kind == "ranking" else ())
   return [{k: ("" if r[k] is None else r[k]) for k in keys} for r in records]
 
@@ -61,6 +63,29 @@ def test_metric_is_the_official_score(sample, tmp_path):
     assert official < 1.0
     (metric,) = seqio.get_mixture_or_task(xg.task_name(task, "de")).metric_fns
     assert metric(dev[task], preds) == {XGLUE.task(task).score: pytest.approx(official)}, task
+
+
+def test_generation_metric_is_the_official_bleu(sample, tmp_path):
+  """QG / NTG Tasks: `inputs` / `targets` text, the metric the file scorer's lowercased BLEU / 100 of the Task's own
+  rows (or reader records, or reference strings) and the predicted texts."""
+  rows = _examples("xglue_ntg_fr", "test")
+  assert rows[0] == {"id": "NTG-fr-test-0", "inputs": "L'hôpital a ouvert une nouvelle aile pour les enfants, avec "
+                     "quarante lits et un jardin.", "targets": "L'hôpital ouvre une nouvelle aile pour les enfants"}
+  predicted = ["l'HÔPITAL ouvre une aile pour les enfants"] + [r["targets"] for r in rows[1:]]
+  path = tmp_path / "NTG" / "fr.prediction"
+  path.parent.mkdir()
+  path.write_text("".join(f"{p}\n" for p in predicted), encoding="utf-8")
+  gold = f"{SAMPLE}/{xglue_scorer.gold_file('NTG', 'test', 'fr')}"
+  official = xglue_scorer.score_file("NTG", "fr", str(path), gold)
+  assert 0 < official < 1
+  (metric,) = seqio.get_mixture_or_task("xglue_ntg_fr").metric_fns
+  references = [r["targets"] for r in rows]
+  records = xglue_readers.read("NTG", SAMPLE, "fr", "test")
+  for targets in (rows, references, records):
+    assert metric(targets, predicted) == {"bleu": pytest.approx(official, rel=1e-12)}
+  assert len(_examples("xglue_qg_zero_shot", "train", num_epochs=1)) == 16  # English training pairs
+  assert {t.name for t in seqio.get_mixture_or_task("xglue_qg_zero_shot").tasks} == {
+      "xglue_qg_en", *(f"xglue_qg_{lg}_eval" for lg in ("de", "es", "fr", "it", "pt"))}
 
 
 def test_mixtures_follow_the_settings(sample):

@@ -5,7 +5,9 @@ tasks (`tasks/xglue.py`) the interface of `xtreme_data.XtremeData`: `read`,
 `available`, `location`, `benchmark`. XGLUE has no TFDS builders and no
 translation kinds; a language's training data other than English (the
 pivot-language and multi-language settings) is read from the layout's path
-for that language (`registry/xglue.py`).
+for that language (`registry/xglue.py`). The location of a generation task's
+split (QG, NTG) is its source (`.src.`) file, the one its predictions follow
+line by line; `target_location` is the file of its references.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ class XglueData:
 
   def location(self, task: str, language: str, split: str) -> str:
     return os.path.join(self.data_dir, XGLUE.task(task).file(split, language))
+
+  def target_location(self, task: str, language: str, split: str) -> str:
+    """The references (`.tgt.` file) of a generation task's split."""
+    spec = XGLUE.task(task)
+    if not spec.sides:
+      raise errors.ConfigError(f"XGLUE {task} is not a generation task (no source / target files)")
+    return os.path.join(self.data_dir, spec.file(split, language, spec.sides[-1]))
 
   def available(self, task: str, language: str, split: str) -> bool:
     spec = XGLUE.task(task)

@@ -19,6 +19,15 @@ the XTREME readers, so the same task kinds fine-tune on both benchmarks:
   (space-separated, the label last), a blank line or a `-DOCSTART-` line
   between sentences.
 * MLQA -> the SQuAD v1.1 question records of `xtreme_readers.parse_squad`.
+* QG, NTG -> `{"id", "source", "target": str | None}`, one per line of the
+  `.src.` file, line i paired with line i of the `.tgt.` file (`TaskSpec.sides`).
+  Lines are split as the official scorer's `open()` iterates them (universal
+  newlines: `\n`, `\r\n`, `\r`; every line counts, blank ones too);
+  `source` is the line without its line end, `target` the text the scorer
+  takes as the reference (the last tab-separated column, stripped). A pair
+  whose line counts differ is a `DataError` naming both files and counts.
+  A test split without its `.tgt.` file (the release hides test targets)
+  reads with `target` None; a missing train / dev `.tgt.` file is an error.
 
 Test files without labels are accepted: a row whose last column is not one
 of the task's labels and which has no more columns than the text needs (a
@@ -29,9 +38,11 @@ names the file, the line and the valid labels.
 
 from __future__ import annotations
 
+import io
 import os
+from typing import Optional
 
-from xtreme_jax import errors, fs
+from xtreme_jax import errors, fs, text
 from xtreme_jax.data.xtreme_readers import check_training_answers, malformed, numbered_lines, parse_squad
 from xtreme_jax.evaluation import metrics
 from xtreme_jax.registry import XGLUE, TaskSpec
@@ -42,9 +53,10 @@ TEXT_COLUMNS = {"NC": 2, "XNLI": 2, "PAWSX": 3, "QADSM": 3, "QAM": 2, "WPR": 3}
 HEADER = {"PAWSX": 1}  # lines before the first row
 
 
-def path(spec: TaskSpec, data_dir: str, language: str, split: str) -> str:
-  """The file of (task, language, split); MissingInputError naming it when absent."""
-  file = os.path.join(data_dir, spec.file(split, language))
+def path(spec: TaskSpec, data_dir: str, language: str, split: str, side: Optional[str] = None) -> str:
+  """The file of (task, language, split) (of a pair task: of `side`, default the source); MissingInputError
+  naming it when absent."""
+  file = os.path.join(data_dir, spec.file(split, language, side))
   if not fs.isfile(file):
     if split == "train" and language != spec.train[1]:
       raise errors.MissingInputError(
@@ -114,6 +126,27 @@ def _read_tagging(spec: TaskSpec, file: str, language: str, split: str) -> list[
   return sentences
 
 
+def _lines(file: str, expected: str) -> list[str]:
+  """The file's lines as Python's `open()` iterates them (universal newlines), line ends removed."""
+  content = io.StringIO(text.read_utf8(file, expected), newline=None)
+  return [line[:-1] if line.endswith("\n") else line for line in content]
+
+
+def _read_generation(spec: TaskSpec, file: str, data_dir: str, language: str, split: str) -> list[dict]:
+  sources = _lines(file, "one source text per line")
+  target_file = os.path.join(data_dir, spec.file(split, language, spec.sides[1]))
+  if split == "test" and not fs.isfile(target_file):
+    targets = [None] * len(sources)  # hidden test targets
+  else:
+    target_file = path(spec, data_dir, language, split, spec.sides[1])
+    targets = [line.split("\t")[-1].strip() for line in _lines(target_file, "one target text per line")]
+    if len(targets) != len(sources):
+      raise errors.DataError(f"XGLUE {spec.name}: {file} has {len(sources)} lines but {target_file} has "
+                             f"{len(targets)}; line i of one must be the target of line i of the other")
+  return [{"id": f"{spec.name}-{language}-{split}-{i}", "source": source, "target": target}
+          for i, (source, target) in enumerate(zip(sources, targets))]
+
+
 def read(task: str, data_dir: str, language: str, split: str) -> list[dict]:
   """The examples of one (task, language, split) of the official layout; schemas in the module docstring."""
   spec = XGLUE.task(task)
@@ -124,4 +157,6 @@ def read(task: str, data_dir: str, language: str, split: str) -> list[dict]:
   if spec.kind == "span_qa":
     records = parse_squad(file)
     return check_training_answers(records, file) if split == "train" else records
+  if spec.kind == "generation":
+    return _read_generation(spec, file, data_dir, language, split)
   return _read_rows(spec, file, language, split)

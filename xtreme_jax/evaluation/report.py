@@ -586,18 +586,21 @@ def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # XGLUE.
 
-XGLUE_SCORE_LABEL = {"f1": "F1", "precision": "Precision (chunks)", "accuracy": "Acc.", "ndcg": "nDCG"}
+XGLUE_SCORE_LABEL = {"f1": "F1", "precision": "Precision (chunks)", "accuracy": "Acc.", "ndcg": "nDCG",
+                     "bleu": "BLEU"}  # QG / NTG: lowercased sacreBLEU, as the official scorer
 
 
 def render_xglue_markdown(results: Mapping) -> str:
   """The XGLUE report of `xglue_scorer.score_submission`'s results: the score table (task averages, AVG_U,
-  average), then one table per task with its languages as columns. Shown x100; the JSON keeps 0-1."""
+  AVG_G, average), then one table per task with its languages as columns. Shown x100 (BLEU points for QG and
+  NTG); the JSON keeps 0-1."""
   from xtreme_jax.registry import XGLUE
   pct = lambda v: _fmt(None if v is None else 100 * v)  # noqa: E731
   rows = [[task, XGLUE_SCORE_LABEL[XGLUE.task(task).score], str(len(scores) - 1), pct(scores["avg"])]
           for task, scores in results["tasks"].items()]
   summary = _markdown(["Task", "Metric", "Languages", "Score"], ["---", "---", "---:", "---:"], rows)
   totals = [f"- {name}: {pct(results[key])}" for key, name in (("avg_u", "AVG_U (nine understanding tasks)"),
+                                                                 ("avg_g", "AVG_G (two generation tasks)"),
                                                                  ("average", "Average over the tasks scored"))
             if results.get(key) is not None]
   parts = [f"# XGLUE results ({results.get('split', 'test')})", summary] + (["\n".join(totals)] if totals else [])

@@ -18,10 +18,15 @@ Scores are on the official 0-1 scale:
   (ties in the predictions averaged, an all-zero group 0), groups of fewer
   than two rows skipped; the mean over groups.
 * MLQA: the MLQA v1 F1 (answer-language normalisation) / 100.
+* QG, NTG: `sacrebleu.corpus_bleu(predictions, [references], lowercase=True)
+  .score / 100` (`bleu.xglue_bleu`): one predicted text per line of the
+  source file, every line counted (blank ones too), stripped; the references
+  are the lines of the `.tgt.` file (its last tab-separated column, stripped).
 
 A task's score is the mean over its languages in the scorer's order (English
 included); `avg_u` the mean over the nine understanding tasks when all are
-scored; `average` the mean over the tasks scored. Unlike the official
+scored, `avg_g` over the two generation tasks when both are; `average` the
+mean over the tasks scored (all eleven: the XGLUE average). Unlike the official
 scorer, which crashes on some mismatches and silently misaligns others (WPR
 truncates, extra NER / POS sentences pass), a prediction file whose line,
 sentence or tag count differs from the ground truth is refused naming both
@@ -43,16 +48,23 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xtreme_jax import atomic, errors, fs, text
-from xtreme_jax.evaluation import metrics
+from xtreme_jax.evaluation import bleu, metrics
 from xtreme_jax.evaluation.scorer import SubmissionError
 from xtreme_jax.registry import XGLUE, TaskSpec
 
 SPLITS = ("dev", "test")
 DOCSTART = "-DOCSTART-"
+CATEGORY_AVERAGES = {"understanding": "avg_u", "generation": "avg_g"}  # results key of each category's mean
 
 
 def prediction_path(pred_dir: str, task: str, language: str) -> str:
   return os.path.join(pred_dir, XGLUE.prediction_file(task, language))
+
+
+def gold_file(task: str, split: str, language: str) -> str:
+  """The ground-truth file of (task, split, language) under the dataset root (generation: the `.tgt.` file)."""
+  spec = XGLUE.task(task)
+  return spec.file(split, language, spec.sides[-1] if spec.sides else None)
 
 
 def _raw_lines(path: str) -> list[str]:
@@ -169,15 +181,27 @@ def _score_qa(spec: TaskSpec, language: str, pred_path: str, gold_path: str) -> 
   return metrics.mlqa_em_f1(dataset["data"], predictions, language)["f1"] / 100
 
 
+def _score_generation(pred_path: str, gold_path: str) -> float:
+  preds = [line.strip() for line in _raw_lines(pred_path)]  # every line, as the official scorer
+  refs = [line.split("\t")[-1].strip() for line in _raw_lines(gold_path)]
+  _same_count(pred_path, len(preds), gold_path, len(refs), "lines")
+  return bleu.xglue_bleu(preds, refs)
+
+
 def score_examples(task: str, language: str, examples: Sequence[dict], predicted: Sequence) -> Optional[float]:
   """The official score (0-1) of `predicted` for `examples` as `xglue_readers.read` gives them: a label per
   row (a rating for WPR, grouped by the rows' `group`), a tag list per sentence (padded with O when shorter),
-  or {question id: answer} (MLQA). The semantics of `score_file`, for in-memory data (seqio `metric_fns`)."""
+  {question id: answer} (MLQA) or a text per example (QG, NTG: against their `target`). The semantics of
+  `score_file`, for in-memory data (seqio `metric_fns`)."""
   spec = XGLUE.task(task)
   if spec.kind == "span_qa":
     return metrics.mlqa_em_f1(metrics.squad_dataset(examples), dict(predicted), language)["f1"] / 100
   if len(predicted) != len(examples):
     raise SubmissionError(f"{task} {language}: {len(predicted)} predictions for {len(examples)} examples")
+  if spec.kind == "generation":
+    if any(ex["target"] is None for ex in examples):
+      raise errors.DataError(f"{task} {language}: examples without targets (the release hides test targets)")
+    return bleu.xglue_bleu([p.strip() for p in predicted], [ex["target"] for ex in examples])
   if spec.kind == "tagging":
     padded = [list(p) + ["O"] * (len(ex["tags"]) - len(p)) for p, ex in zip(predicted, examples)]
     scores = metrics.chunk_scores(padded, [ex["tags"] for ex in examples])
@@ -189,9 +213,12 @@ def score_examples(task: str, language: str, examples: Sequence[dict], predicted
 
 
 def score_file(task: str, language: str, pred_path: str, gold_path: str) -> Optional[float]:
-  """One language's score on the official 0-1 scale (None: WPR without a query of two rows)."""
+  """One language's score on the official 0-1 scale (None: WPR without a query of two rows); `gold_path`: the
+  labelled file (`gold_file`)."""
   spec = XGLUE.task(task)
   try:
+    if spec.kind == "generation":
+      return _score_generation(pred_path, gold_path)
     if spec.kind == "tagging":
       return _score_tags(spec, pred_path, gold_path)
     if spec.kind == "span_qa":
@@ -225,7 +252,8 @@ def _mean(values: Sequence[float]) -> float:
 
 def score_submission(pred_dir: str, gold_dir: str, split: str = "test", tasks: Optional[Sequence[str]] = None,
                      out: Optional[str] = None) -> dict:
-  """`{"tasks": {TASK: {lg: score, ..., "avg": score}}, "missing": {TASK: [lg, ...]}, "avg_u", "average"}`.
+  """`{"tasks": {TASK: {lg: score, ..., "avg": score}}, "missing_tasks": [TASK, ...], "avg_u", "avg_g",
+  "average", "split"}`.
 
   Every language of a scored task needs its prediction and ground-truth
   file (the official scorer's task average is over all of them); a task
@@ -244,7 +272,7 @@ def score_submission(pred_dir: str, gold_dir: str, split: str = "test", tasks: O
     spec = XGLUE.task(task)
     per_language = {}
     for lg in spec.test_languages:
-      pred_path, gold_path = prediction_path(pred_dir, task, lg), os.path.join(gold_dir, spec.file(split, lg))
+      pred_path, gold_path = prediction_path(pred_dir, task, lg), os.path.join(gold_dir, gold_file(task, split, lg))
       for what, path in (("prediction", pred_path), ("ground-truth", gold_path)):
         if not fs.isfile(path):
           raise errors.MissingInputError(f"{task} {lg}: no {what} file {path} (the task average needs every "
@@ -253,11 +281,12 @@ def score_submission(pred_dir: str, gold_dir: str, split: str = "test", tasks: O
     scored = [v for v in per_language.values() if v is not None]
     results[task] = {**per_language, "avg": _mean(scored) if scored else None}
   averages = [r["avg"] for r in results.values() if r["avg"] is not None]
-  understanding = XGLUE.categories["understanding"]
-  avg_u = (_mean([results[t]["avg"] for t in understanding])
-           if all(t in results and results[t]["avg"] is not None for t in understanding) else None)
-  out_results = {"tasks": results, "missing_tasks": missing_tasks, "avg_u": avg_u,
-                 "average": float(np.mean(averages)) if averages else None, "split": split}
+  out_results = {"tasks": results, "missing_tasks": missing_tasks}
+  for category, key in CATEGORY_AVERAGES.items():  # only when every task of the category is scored
+    members = XGLUE.categories[category]
+    complete = all(t in results and results[t]["avg"] is not None for t in members)
+    out_results[key] = _mean([results[t]["avg"] for t in members]) if complete else None
+  out_results.update(average=float(np.mean(averages)) if averages else None, split=split)
   if out:
     atomic.write_json(out, out_results)
   return out_results
@@ -270,8 +299,8 @@ def format_table(results: dict) -> str:
     cells = " ".join(f"{lg} {'-' if v is None else f'{100 * v:.1f}'}" for lg, v in scores.items() if lg != "avg")
     avg = "-" if scores["avg"] is None else f"{100 * scores['avg']:.1f}"
     lines.append(f"{task:<6} avg {avg:>5}  ({cells})")
-  for key, label in (("avg_u", "AVG_U"), ("average", "average")):
-    if results[key] is not None:
+  for key, label in (("avg_u", "AVG_U"), ("avg_g", "AVG_G"), ("average", "average")):
+    if results.get(key) is not None:
       lines.append(f"{label}: {100 * results[key]:.1f}")
   lines.append("(x100; the JSON holds the official 0-1 scale)")
   return "\n".join(lines)

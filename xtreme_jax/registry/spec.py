@@ -24,10 +24,11 @@ class TaskSpec:
   languages: split -> the languages that have that split in the official
     layout (the test languages are the benchmark's languages of the task).
   kind: the head / feature family: `pair_classification`, `tagging`,
-    `span_qa`, `bitext_mining` (BUCC), `similarity_search` (Tatoeba).
+    `span_qa`, `bitext_mining` (BUCC), `similarity_search` (Tatoeba),
+    `ranking` (XGLUE WPR), `generation` (text to text: XGLUE QG, NTG).
   labels: the label or tag vocabulary (classification, tagging).
   score: the key of the per-language result that is the task score
-    (`em_f1` = (exact_match + f1) / 2), on the benchmark's scale.
+    (`em_f1` = (exact_match + f1) / 2; `bleu`), on the benchmark's scale.
   category: the benchmark category the task counts towards.
   train: (reader task, language, split) of the zero-shot training data
     (None: not fine-tuned); `model`: the fine-tuned model's name (tasks with
@@ -45,6 +46,9 @@ class TaskSpec:
   files: split (`*`: any) -> the path of a split's file under the dataset
     root, `{lg}` and `{split}` filled in (benchmarks whose readers take their
     layout from the spec); a key `split:lg` overrides it for one language.
+  sides: a task whose examples are line-aligned pairs of files (generation)
+    names their two sides, source first (XGLUE: `src`, `tgt`), filled in for
+    `{side}` in `files`.
   """
 
   name: str
@@ -64,13 +68,17 @@ class TaskSpec:
   pseudo_test: bool = False
   tfds_builder: Optional[str] = None
   files: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  sides: tuple = ()
 
-  def file(self, split: str, language: str) -> str:
-    """The path of (split, language) under the dataset root (`files`)."""
+  def file(self, split: str, language: str, side: Optional[str] = None) -> str:
+    """The path of (split, language) under the dataset root (`files`); of a pair task, the file of `side`
+    (default: the source, the file the model reads)."""
     template = self.files.get(f"{split}:{language}", self.files.get(split, self.files.get("*")))
     if template is None:
       raise errors.ConfigError(f"{self.benchmark} {self.name} has no file layout for split {split!r}")
-    return template.format(lg=language, split=split)
+    if side is not None and side not in self.sides:
+      raise errors.ConfigError(f"{self.benchmark} {self.name} has no side {side!r}; sides: {list(self.sides)}")
+    return template.format(lg=language, split=split, side=side or (self.sides[0] if self.sides else ""))
 
   @property
   def test_languages(self) -> tuple:

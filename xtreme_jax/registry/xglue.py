@@ -1,14 +1,20 @@
-"""XGLUE (Liang et al., 2020): its nine understanding tasks over the official `xglue_full_dataset` layout.
+"""XGLUE (Liang et al., 2020): its nine understanding and two generation tasks over the official
+`xglue_full_dataset` layout.
 
-Test languages are listed in the order of the official scorer
+Tasks and test languages are listed in the order of the official scorer
 (`evaluation/xglue_evaluate.py` in microsoft/XGLUE, `task2lg`), which is the
 order its per-task averages are summed in. Task names are the official ones
 (folder names of the dataset and of a submission). `files` are the layout's
 paths under the dataset root, `{lg}` / `{split}` filled in (`*`: any split).
-Generation (QG, NTG) comes with the generation work.
+The generation tasks QG (passage -> question) and NTG (news body -> title)
+are line-aligned pairs of files, `{side}` = `src` / `tgt` (`TaskSpec.sides`):
+`QG/xglue.qg.{lg}.src.{split}` holds the inputs, `.tgt.` the references (the
+release hides the test targets); their score is the scorer's lowercased
+sacreBLEU / 100 (`evaluation/bleu.py`).
 
-Training data: the release ships English only. Every language of a task may
-have a training split here: the pivot-language and multi-language settings
+Training data: the release ships English only. Every language of an
+understanding task may have a training split here (the generation tasks:
+English only): the pivot-language and multi-language settings
 (the XGLUE paper's Tables 5-8, trained on machine-translated training data)
 read a language's training data from the English file's path with that
 language's code (`NC/xglue.nc.de.train`, `XNLI/multinli.train.de.tsv`,
@@ -63,13 +69,25 @@ WPR = _task("WPR", "de en es fr it pt zh", "ranking", {"*": "WPR/xglue.wpr.{lg}.
 QAM = _task("QAM", "de en fr", "pair_classification", {"*": "QAM/xglue.qam.{lg}.{split}"}, labels=QAM_LABELS,
             train=("QAM", "en", "train"), model="QAM")
 
+
+def _generation(name: str, test: str, files: str) -> TaskSpec:
+  langs = tuple(test.split())
+  return TaskSpec(name=name, benchmark="xglue", languages={"train": ("en",), "dev": langs, "test": langs},
+                  kind="generation", category="generation", score="bleu", train=(name, "en", "train"), model=name,
+                  files={"*": files}, sides=("src", "tgt"))
+
+
+QG = _generation("QG", "de en es fr it pt", "QG/xglue.qg.{lg}.{side}.{split}")
+NTG = _generation("NTG", "de en es fr ru", "NTG/xglue.ntg.{lg}.{side}.{split}")
+
 # The XGLUE paper's multi-task fine-tuning (Table 9): one model on the merged English training sets of these.
 MULTI_TASK = ("XNLI", "PAWSX", "NC", "QAM", "QADSM")
 
 XGLUE = BenchmarkSpec(
     name="xglue",
-    tasks=(NER, POS, NC, MLQA, XNLI, PAWSX, QADSM, WPR, QAM),
-    categories={"understanding": ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM")},
+    tasks=(NER, POS, NC, MLQA, XNLI, PAWSX, QADSM, WPR, QAM, QG, NTG),
+    categories={"understanding": ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM"),
+                "generation": ("QG", "NTG")},
     scale=1.0,
     settings=("zero_shot", "pivot_language", "multi_language", "multi_task"),
     submission_file="{task}/{lg}.prediction")

@@ -145,8 +145,15 @@ def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:
 
 
 def finetuned_models(benchmark: BenchmarkSpec) -> tuple:
-  """The benchmark's fine-tuned models (`TaskSettings` keys; tasks with the same training data share one)."""
-  return tuple(dict.fromkeys(t.model for t in benchmark.tasks if t.fine_tuned))
+  """The benchmark's fine-tuned models (`TaskSettings` keys; tasks with the same training data share one) of the
+  kinds this runner fine-tunes (`task_kinds.KINDS`)."""
+  return tuple(dict.fromkeys(t.model for t in benchmark.tasks if t.fine_tuned and t.kind in task_kinds.KINDS))
+
+
+def runnable_tasks(benchmark: BenchmarkSpec) -> tuple:
+  """The benchmark's tasks this runner runs: retrieval and the kinds of `task_kinds.KINDS` (not XGLUE's
+  generation tasks QG and NTG, yet)."""
+  return tuple(t.name for t in benchmark.tasks if not t.fine_tuned or t.kind in task_kinds.KINDS)
 
 
 RETRIEVAL_TASKS = retrieval_tasks(XTREME)
@@ -1102,11 +1109,15 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
               labels_dir: Optional[str]) -> dict[str, list[str]]:
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
   bench = runner.benchmark
-  valid = list(bench.task_names)
+  valid = list(runnable_tasks(bench))
   _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('{valid[0]}',)")
   _require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {valid}")
-  unknown = sorted(set(tasks) - set(valid))
+  unknown = sorted(set(tasks) - set(bench.task_names))
   _require(not unknown, f"unknown {bench.name.upper()} task(s) {unknown}; valid: {valid}")
+  later = [t for t in tasks if t not in valid]  # kinds not in task_kinds.KINDS (XGLUE's generation tasks)
+  kinds = "/".join(sorted({bench.task(t).kind for t in later}))
+  _require(not later, f"{bench.name.upper()} task(s) {later}: {kinds} tasks are not yet run by this runner; "
+           f"leave them out of TASKS (valid: {valid})")
   setting = runner.settings.setting
   _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
            f"{list(bench.settings)}")
@@ -1229,7 +1240,7 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
 
 
 def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
-          labels_dir: Optional[str] = None, tasks: Sequence[str] = XGLUE.task_names,
+          labels_dir: Optional[str] = None, tasks: Sequence[str] = runnable_tasks(XGLUE),
           languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
           split: str = "test", resume_overrides: Optional[dict] = None) -> dict:
