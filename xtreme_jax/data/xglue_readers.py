@@ -19,7 +19,7 @@ the XTREME readers, so the same task kinds fine-tune on both benchmarks:
   (space-separated, the label last), a blank line or a `-DOCSTART-` line
   between sentences.
 * MLQA -> the SQuAD v1.1 question records of `xtreme_readers.parse_squad`.
-* QG, NTG -> `{"id", "source", "target": str | None}`, one per line of the
+* QG, NTG -> `{"id", "source", "target": str | None, "language"}`, one per line of the
   `.src.` file, line i paired with line i of the `.tgt.` file (`TaskSpec.sides`).
   Lines are split as the official scorer's `open()` iterates them (universal
   newlines: `\n`, `\r\n`, `\r`; every line counts, blank ones too);
@@ -143,7 +143,7 @@ def _read_generation(spec: TaskSpec, file: str, data_dir: str, language: str, sp
     if len(targets) != len(sources):
       raise errors.DataError(f"XGLUE {spec.name}: {file} has {len(sources)} lines but {target_file} has "
                              f"{len(targets)}; line i of one must be the target of line i of the other")
-  return [{"id": f"{spec.name}-{language}-{split}-{i}", "source": source, "target": target}
+  return [{"id": f"{spec.name}-{language}-{split}-{i}", "source": source, "target": target, "language": language}
           for i, (source, target) in enumerate(zip(sources, targets))]
 
 

@@ -15,7 +15,7 @@ model here: `weight` = target tokens, `loss` (smoothed), `nll`, `accuracy`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Optional
 
 import flax.linen as nn
 import jax
@@ -100,6 +100,7 @@ class Seq2SeqModel(Model):
   seq2seq: Seq2SeqConfig = Seq2SeqConfig()
   label_smoothing: float = 0.1
   eos_id: int = 2
+  decode_settings: Optional[DecodeSettings] = None  # how `predict_batch` decodes (None: DecodeSettings())
 
   def __post_init__(self):
     if not 0.0 <= self.label_smoothing < 1.0:
@@ -120,7 +121,7 @@ class Seq2SeqModel(Model):
     return total, {"weight": jnp.sum(weights), "loss": total, "nll": jnp.sum(nll), "accuracy": jnp.sum(correct)}
 
   def predict_batch(self, params: Any, batch: dict) -> decoding.SearchResult:
-    return self.generate(params, batch, DecodeSettings())
+    return self.generate(params, batch, self.decode_settings or DecodeSettings())
 
   def generate(self, params: Any, batch: dict, settings: DecodeSettings) -> decoding.SearchResult:
     """Decode `batch` (input_ids, input_mask, decoder_start) with the KV cache; jit it with static `settings`."""

@@ -11,6 +11,7 @@ no runner code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -21,13 +22,16 @@ from xtreme_jax import errors
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
-from xtreme_jax.evaluation import metrics
+from xtreme_jax.evaluation import bleu, metrics
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
                                                RatingRegressionModel)
 from xtreme_jax.models.qa import QaModel
+from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.tagging import TaggingModel
+from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.registry import TaskSpec
 
 # predict(model keys) -> the model's outputs for every window, in order
@@ -42,16 +46,21 @@ class Kind:
   predict_keys: tuple = ()
   weight_key: str = "example_weights"
   selection: Optional[tuple] = None
+  gold_key: Optional[str] = "label"  # the example field holding the gold answer (None: always there)
 
-  def model(self, spec: TaskSpec, config: TransformerConfig):
+  def model(self, spec: TaskSpec, config: TransformerConfig, settings=None, vocab=None):
     raise NotImplementedError
 
   def features(self, spec: TaskSpec, examples: Sequence[dict], vocab, settings, training: bool) -> tuple[list, list]:
     raise NotImplementedError
 
   def decode(self, spec: TaskSpec, settings, predict: Predict, examples: Sequence[dict], features: list,
-             owners: list):
+             owners: list, vocab=None):
     raise NotImplementedError
+
+  def pretrained(self, settings, config: TransformerConfig) -> Optional[Callable[[dict], dict]]:
+    """How an imported checkpoint's parameters become this kind's backbone (None: as they are)."""
+    return None
 
   def train_accuracy(self, examples: Sequence[dict], predicted) -> float:
     raise NotImplementedError
@@ -75,7 +84,7 @@ class PairClassification(Kind):
   predict_keys = model_keys
   selection = ("dev_accuracy", "accuracy")
 
-  def model(self, spec, config):
+  def model(self, spec, config, settings=None, vocab=None):
     return ClassificationModel(config, len(spec.labels), classification_head(config))
 
   def features(self, spec, examples, vocab, settings, training):
@@ -90,7 +99,7 @@ class PairClassification(Kind):
       out.append(f)
     return out, list(range(len(examples)))
 
-  def decode(self, spec, settings, predict, examples, features, owners):
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     return [spec.labels[i] for i in predict(self.predict_keys).argmax(-1)]
 
   def train_accuracy(self, examples, predicted):
@@ -127,10 +136,10 @@ class RankingRegression(Ranking):
   """WPR's rating as rounded regression: one real output per pair trained with squared error, rounded to the
   nearest rating and clipped to the scale for the submission (`TaskSettings.ranking_head='regression'`)."""
 
-  def model(self, spec, config):
+  def model(self, spec, config, settings=None, vocab=None):
     return RatingRegressionModel(config, head=classification_head(config))
 
-  def decode(self, spec, settings, predict, examples, features, owners):
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     ratings = np.clip(np.rint(predict(self.predict_keys)[..., 0]), 0, len(spec.labels) - 1).astype(int)
     return [spec.labels[r] for r in ratings]
 
@@ -153,7 +162,7 @@ class MultiTask(PairClassification):
     self.specs = tuple(specs)
     self.index = {s.name: i for i, s in enumerate(self.specs)}
 
-  def model(self, spec, config):
+  def model(self, spec, config, settings=None, vocab=None):
     return MultiTaskClassificationModel(config, num_classes=tuple(len(s.labels) for s in self.specs),
                                         head=classification_head(config))
 
@@ -163,7 +172,7 @@ class MultiTask(PairClassification):
       f["task_ids"] = np.asarray(self.index[spec.name], np.int32)
     return out, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners):
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     best = predict(self.predict_keys).argmax(-1)  # within the row's own task: the other columns are -1e9
     return [self.specs[int(f["task_ids"])].labels[i] for f, i in zip(features, best)]
 
@@ -175,8 +184,9 @@ class Tagging(Kind):
   predict_keys = model_keys
   weight_key = "label_weights"
   selection = ("dev_f1", "F1")
+  gold_key = "tags"
 
-  def model(self, spec, config):
+  def model(self, spec, config, settings=None, vocab=None):
     return TaggingModel(config, len(spec.labels))
 
   def features(self, spec, examples, vocab, settings, training):
@@ -190,7 +200,7 @@ class Tagging(Kind):
         owners.append(i)
     return windows, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners):
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     predicted = predict(self.predict_keys).argmax(-1)
     windows: dict[int, list[int]] = {}
     for k, owner in enumerate(owners):
@@ -215,8 +225,9 @@ class SpanQa(Kind):
 
   model_keys = ("input_ids", "input_mask", "token_type_ids", "start_positions", "end_positions", "example_weights")
   predict_keys = ("input_ids", "input_mask", "token_type_ids", "example_weights")
+  gold_key = None
 
-  def model(self, spec, config):
+  def model(self, spec, config, settings=None, vocab=None):
     return QaModel(config)
 
   def features(self, spec, examples, vocab, settings, training):
@@ -228,7 +239,7 @@ class SpanQa(Kind):
         owners.append(i)
     return windows, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners):
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     out = predict(self.predict_keys)
     return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=settings.max_answer_len)
 
@@ -249,8 +260,114 @@ class SpanQa(Kind):
     return json.dumps({q["id"]: predicted.get(q["id"], "") for q in questions}, ensure_ascii=False, indent=1)
 
 
+@dataclasses.dataclass(frozen=True)
+class GenerationSettings:
+  """The seq2seq side of a generation task's recipe (`TaskSettings.generation`).
+
+  `target_len`: the most target tokens, EOS included (training targets are
+  cut to it; decoding stops there). `seq2seq`: the decoder's shape.
+  `beam_size` (1: greedy), `alpha` and `length_penalty` (`models/decoding.py`)
+  decode dev and test. `language_tags`: {language: text the vocabulary encodes
+  as one token}, whose id starts the decoder for that target language (VECO's
+  target-language token; None: the vocabulary's BOS for every language); a
+  language without a tag is refused.
+  The initial checkpoint (an encoder, or a VECO stack exported with its
+  cross-attention) gives the encoder, and copies of its `decoder_from` ("last"
+  or "first") `decoder_layers` layers give the decoder (`veco_assembly`); a
+  checkpoint without cross-attention leaves the decoder's fresh (XLM-R
+  baseline).
+  """
+
+  target_len: int = 64
+  seq2seq: Seq2SeqConfig = Seq2SeqConfig()
+  label_smoothing: float = 0.1
+  beam_size: int = 5
+  alpha: float = 1.0
+  length_penalty: str = "fairseq"
+  decoder_from: str = "last"
+  language_tags: Optional[Mapping[str, str]] = None
+
+  def __post_init__(self):
+    if self.target_len < 2:
+      raise errors.ConfigError(f"GenerationSettings.target_len={self.target_len}; expected >= 2 (a token and EOS)")
+    if self.beam_size < 1:
+      raise errors.ConfigError(f"GenerationSettings.beam_size={self.beam_size}; expected >= 1")
+
+  @property
+  def decoding(self) -> DecodeSettings:
+    return DecodeSettings(beam_size=self.beam_size, max_length=self.target_len, alpha=self.alpha,
+                          length_penalty=self.length_penalty)
+
+
+class Generation(Kind):
+  """A text per source text (XGLUE QG / NTG): encoder-decoder, beam search, sacreBLEU as the official scorer.
+
+  Features: the source as one encoder input ([CLS] source [SEP], cut to
+  `seq_len`), the target's tokens + EOS (cut to `generation.target_len`), the
+  decoder's start token. Dev selection and the training check use the official
+  BLEU x100 (`bleu.xglue_bleu`).
+  """
+
+  model_keys = ("input_ids", "input_mask", "targets", "target_mask", "decoder_start")
+  predict_keys = ("input_ids", "input_mask", "decoder_start", "example_weights")
+  weight_key = "target_mask"
+  selection = ("dev_bleu", "BLEU")
+  gold_key = "target"
+
+  def model(self, spec, config, settings=None, vocab=None):
+    g = settings.generation
+    return Seq2SeqModel(config, g.seq2seq, g.label_smoothing, eos_id=vocab.eos_id, decode_settings=g.decoding)
+
+  def pretrained(self, settings, config):
+    g = settings.generation
+    assembly = Seq2SeqAssembly(g.seq2seq.decoder_layers, g.decoder_from, g.seq2seq.scale_decoder_embeddings,
+                               fresh_cross_attention=True)
+    return lambda params: seq2seq_backbone(params, config, assembly)
+
+  def start_id(self, vocab, settings, language: str) -> int:
+    tags = settings.generation.language_tags
+    if tags is None:
+      return vocab.bos_id
+    if language not in tags:
+      raise errors.ConfigError(f"target language {language!r} has no tag in GenerationSettings.language_tags "
+                               f"(tags for: {', '.join(sorted(tags))})")
+    ids = vocab.encode(tags[language])
+    if len(ids) != 1:
+      raise errors.ConfigError(f"the tag {tags[language]!r} of {language!r} is {len(ids)} tokens in the "
+                               "vocabulary; expected one")
+    return ids[0]
+
+  def features(self, spec, examples, vocab, settings, training):
+    g, out = settings.generation, []
+    for ex in examples:
+      f = encode_pair(vocab, [ex["source"]], settings.seq_len)
+      del f["token_type_ids"]
+      target = [] if ex.get("target") is None else vocab.encode(ex["target"])[: g.target_len - 1] + [vocab.eos_id]
+      pad = g.target_len - len(target)
+      f["targets"] = np.asarray(target + [vocab.pad_id] * pad, np.int32)
+      f["target_mask"] = np.asarray([1] * len(target) + [0] * pad, np.int32)
+      f["decoder_start"] = np.asarray(self.start_id(vocab, settings, ex["language"]), np.int32)
+      f["example_weights"] = np.asarray(1.0, np.float32)
+      out.append(f)
+    return out, list(range(len(examples)))
+
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+    result = predict(self.predict_keys)
+    return [vocab.decode([t for t in seq[:n] if t != vocab.eos_id]).strip()
+            for seq, n in zip(result.sequences[:, 0], result.lengths[:, 0])]
+
+  def train_accuracy(self, examples, predicted):
+    return 100 * bleu.xglue_bleu(list(predicted), [ex["target"] for ex in examples])
+
+  def dev_score(self, examples, predicted):
+    return 100 * bleu.xglue_bleu(list(predicted), [ex["target"] for ex in examples])
+
+  def submission_text(self, predicted, questions=(), where=""):
+    return "".join(" ".join(text.split()) + "\n" for text in predicted)  # one line per source line
+
+
 KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "ranking": Ranking(), "tagging": Tagging(),
-                          "span_qa": SpanQa()}
+                          "span_qa": SpanQa(), "generation": Generation()}
 
 
 def of(spec: TaskSpec) -> Kind:

@@ -18,7 +18,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 
@@ -69,8 +69,13 @@ def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
   return index
 
 
-def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig):
-  """`init_params` for the Trainer that loads an imported checkpoint's backbone (None: fresh init)."""
+def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig,
+                      transform: Optional[Callable[[dict], dict]] = None):
+  """`init_params` for the Trainer that loads an imported checkpoint's backbone (None: fresh init).
+
+  `transform` maps the imported parameters to the model's backbone tree first
+  (e.g. `veco_assembly.seq2seq_backbone` for an encoder-decoder).
+  """
   if not init_checkpoint:
     return None
   pre_config, pre_params = hf.load_imported(init_checkpoint)
@@ -78,6 +83,8 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig)
     if getattr(pre_config, field) != getattr(config, field):
       raise errors.ConfigError(f"{init_checkpoint}: {field}={getattr(pre_config, field)} but the model preset has "
                                f"{getattr(config, field)}; use the preset that matches the checkpoint")
+  if transform is not None:
+    pre_params = transform(pre_params)
   return lambda params: load_backbone(params, pre_params, config)
 
 

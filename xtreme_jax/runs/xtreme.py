@@ -145,15 +145,8 @@ def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:
 
 
 def finetuned_models(benchmark: BenchmarkSpec) -> tuple:
-  """The benchmark's fine-tuned models (`TaskSettings` keys; tasks with the same training data share one) of the
-  kinds this runner fine-tunes (`task_kinds.KINDS`)."""
-  return tuple(dict.fromkeys(t.model for t in benchmark.tasks if t.fine_tuned and t.kind in task_kinds.KINDS))
-
-
-def runnable_tasks(benchmark: BenchmarkSpec) -> tuple:
-  """The benchmark's tasks this runner runs: retrieval and the kinds of `task_kinds.KINDS` (not XGLUE's
-  generation tasks QG and NTG, yet)."""
-  return tuple(t.name for t in benchmark.tasks if not t.fine_tuned or t.kind in task_kinds.KINDS)
+  """The benchmark's fine-tuned models (`TaskSettings` keys; tasks with the same training data share one)."""
+  return tuple(dict.fromkeys(t.model for t in benchmark.tasks if t.fine_tuned))
 
 
 RETRIEVAL_TASKS = retrieval_tasks(XTREME)
@@ -217,7 +210,8 @@ class TaskSettings:
   `final`: the last update, as the official QA scripts, which QA models and
   tasks without dev data always use). See the module doc. `ranking_head`:
   the head of a ranking task (XGLUE WPR), `classification` over the ratings or
-  rounded `regression` (`runs/task_kinds.py`).
+  rounded `regression` (`runs/task_kinds.py`). `generation`: the encoder-decoder,
+  target length and decoding of a generation task (XGLUE QG / NTG).
   """
 
   epochs: float = 5.0
@@ -233,6 +227,7 @@ class TaskSettings:
   eval_every: Optional[Union[int, str]] = None
   selection: str = "english_dev"
   ranking_head: str = "classification"
+  generation: task_kinds.GenerationSettings = task_kinds.GenerationSettings()
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -252,6 +247,8 @@ class TaskSettings:
               "None, a positive integer or 'epoch'")
     v.require(self, "selection", lambda x: x in SELECTIONS, f"one of {SELECTIONS}")
     v.require(self, "ranking_head", lambda x: x in RANKING_HEADS, f"one of {RANKING_HEADS}")
+    v.require(self, "generation", lambda g: isinstance(g, task_kinds.GenerationSettings),
+              "a task_kinds.GenerationSettings")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -677,10 +674,11 @@ class XtremeRunner:
     The optimizer is a top-level key, as in `runs/train.py`, so that
     RESUME_OVERRIDES ({"optimizer": {...}}) address it the same way.
     """
-    s = self.recipe(task)
-    settings = {k: v for k, v in describe(s).items() if k != "optimizer"}
+    s, generation = self.recipe(task), self.spec(task).kind == "generation"
+    # `generation` only where it applies: the fingerprints of other models stay as before it existed
+    settings = {k: v for k, v in describe(s).items() if k != "optimizer" and (generation or k != "generation")}
     spec = {"mode": f"{self.benchmark.name}-finetune",
-            "model": describe(self.kind(task).model(self.spec(task), self.config)), "train": sources,
+            "model": describe(self.kind(task).model(self.spec(task), self.config, s, self.vocab)), "train": sources,
             "limit": limit, "settings": {**settings, "seed": self.settings.seed}, "optimizer": describe(s.optimizer),
             "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
             "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
@@ -740,14 +738,15 @@ class XtremeRunner:
     fingerprint = {**self.model_spec(task, name, sources, limit), "steps": steps}
     with RunDirectory(run_dir, fingerprint, overrides=self._overrides(name)) as claim:
       claim.check()
-      trainer = Trainer(kind.model(spec, self.config), apply_overrides(claim, s.optimizer), config, self.partition,
-                        run_dir, run_directory=claim)
+      trainer = Trainer(kind.model(spec, self.config, s, self.vocab), apply_overrides(claim, s.optimizer), config,
+                        self.partition, run_dir, run_directory=claim)
       evaluator = functools.partial(self.dev_scores, task, s, trainer, selection["metric"], dev) if dev else None
       _say(f"fine-tuning {name}: {len(examples)} examples ({len(features)} windows), {steps} steps"
            + (f", selecting on {selection['criterion']}" if selection else ""))
       logging.info("fine-tuning %s on %s", name, sources)
       try:
-        state, summary = trainer.fit(source, None, pretrained_loader(self.init_checkpoint, self.config), evaluator)
+        loader = pretrained_loader(self.init_checkpoint, self.config, kind.pretrained(s, self.config))
+        state, summary = trainer.fit(source, None, loader, evaluator)
         self._measure_train_accuracy(spec, s, name, summary, trainer, state.params, examples, features, owners)
         best = trainer.restore_best_params() if selection else None
       finally:
@@ -880,7 +879,7 @@ class XtremeRunner:
               kind: Optional[task_kinds.Kind] = None):
     """Per-example predictions: a label (classification), a tag list (tagging), or {id: answer} (QA)."""
     predict = lambda keys: self._predict(trainer, params, features, keys, s.batch_size)  # noqa: E731
-    return (kind or self.kind(spec.name)).decode(spec, s, predict, examples, features, owners)
+    return (kind or self.kind(spec.name)).decode(spec, s, predict, examples, features, owners, self.vocab)
 
   def made_by(self, task: str, language: str, split: str) -> Optional[str]:
     """Digest of everything that makes the prediction of (task, language, split): the finished model
@@ -1109,15 +1108,11 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
               labels_dir: Optional[str]) -> dict[str, list[str]]:
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
   bench = runner.benchmark
-  valid = list(runnable_tasks(bench))
+  valid = list(bench.task_names)
   _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('{valid[0]}',)")
   _require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {valid}")
-  unknown = sorted(set(tasks) - set(bench.task_names))
+  unknown = sorted(set(tasks) - set(valid))
   _require(not unknown, f"unknown {bench.name.upper()} task(s) {unknown}; valid: {valid}")
-  later = [t for t in tasks if t not in valid]  # kinds not in task_kinds.KINDS (XGLUE's generation tasks)
-  kinds = "/".join(sorted({bench.task(t).kind for t in later}))
-  _require(not later, f"{bench.name.upper()} task(s) {later}: {kinds} tasks are not yet run by this runner; "
-           f"leave them out of TASKS (valid: {valid})")
   setting = runner.settings.setting
   _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
            f"{list(bench.settings)}")
@@ -1163,14 +1158,15 @@ def _check_xglue_labels(runner: XtremeRunner, plan: Mapping[str, list], labels_d
   _require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
            "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
   for task, langs in plan.items():
-    if runner.spec(task).kind == "span_qa":
+    spec, key = runner.spec(task), runner.kind(task).gold_key
+    if key is None:
       continue  # answers are part of every MLQA file
     for lg in langs:
       gold = xglue_readers.read(task, labels_dir, lg, runner.split)
-      key = "tags" if runner.spec(task).kind == "tagging" else "label"
+      where = xglue_readers.path(spec, labels_dir, lg, runner.split, spec.sides[-1] if spec.sides else None)
       _require(all(ex[key] is not None for ex in gold),
-               f"LABELS_DIR: {xglue_readers.path(runner.spec(task), labels_dir, lg, runner.split)} has no labels "
-               f"(the XGLUE release hides its test labels); score SPLIT='dev' or set LABELS_DIR=None")
+               f"LABELS_DIR: {where} has no labels (the XGLUE release hides its test labels); score SPLIT='dev' or "
+               "set LABELS_DIR=None")
 
 
 def _check_training_languages(runner: XtremeRunner, tasks: Sequence[str]) -> None:
@@ -1240,7 +1236,7 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
 
 
 def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
-          labels_dir: Optional[str] = None, tasks: Sequence[str] = runnable_tasks(XGLUE),
+          labels_dir: Optional[str] = None, tasks: Sequence[str] = XGLUE.task_names,
           languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
           split: str = "test", resume_overrides: Optional[dict] = None) -> dict:
