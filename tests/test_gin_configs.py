@@ -17,6 +17,7 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/veco_pretrain.gin": ["MONO_DIR='m'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/veco_pretrain_wiki40b.gin": ["VOCAB='v'", "RUN_DIR='r'"],
     "experiments/xglue_tiny.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
+    "experiments/xglue_veco_large_generation.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 

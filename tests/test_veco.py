@@ -240,6 +240,15 @@ def test_veco_pretraining_through_gin_logs_and_lowers_every_objective(tmp_path):
   config, params = hf.load_imported(str(tmp_path / "encoder"))
   assert config.num_layers == 2 and "cross_attention" not in params["encoder"]["layers_0"]
   assert sorted(params) == ["embeddings", "encoder", "mlm_head", "pooler"]
+  # The whole stack (export-veco) keeps the cross-attention: NLG fine-tuning's decoder copies it.
+  from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
+  assert cli.main(["export-veco", str(tmp_path), str(tmp_path / "veco")]) == 0
+  config, stack = hf.load_imported(str(tmp_path / "veco"))
+  backbone = seq2seq_backbone(stack, config, Seq2SeqAssembly(decoder_layers=1))
+  np.testing.assert_array_equal(backbone["decoder"]["layers_0"]["cross_attention"]["attention"]["query"]["kernel"],
+                                stack["encoder"]["layers_1"]["cross_attention"]["attention"]["query"]["kernel"])
+  np.testing.assert_array_equal(stack["encoder"]["layers_1"]["self_attention"]["attention"]["query"]["kernel"],
+                                params["encoder"]["layers_1"]["self_attention"]["attention"]["query"]["kernel"])
 
 
 @pytest.mark.slow

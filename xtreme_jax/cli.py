@@ -15,6 +15,8 @@ commands:
   import-hf SRC OUT [--scan_layers]           Hugging Face checkpoint (dir or hub id) -> orbax checkpoint
   export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
                                               (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
+  export-veco RUN_DIR OUT                      the whole VECO stack (cross-attention included) -> import-hf
+                                              format: INIT_CHECKPOINT of NLG fine-tuning (QG, NTG, WMT14)
   average-checkpoints RUN_DIR [--last N] [--allow-fewer]
                                               mean parameters of the newest N checkpoints (default 10)
                                               -> RUN_DIR/averaged/<newest step>/ (VECO translation)
@@ -51,6 +53,13 @@ def _dispatch(argv: list[str]) -> int:
     from xtreme_jax.models import veco_assembly
     language_id = int(rest[2]) if len(rest) == 3 else None
     print(f"wrote {veco_assembly.export_encoder(rest[0], rest[1], language_id)}")
+    return 0
+  if command == "export-veco":
+    if len(rest) != 2:
+      print("usage: xtreme-jax export-veco RUN_DIR OUT", file=sys.stderr)
+      return 2
+    from xtreme_jax.models import veco_assembly
+    print(f"wrote {veco_assembly.export_veco(rest[0], rest[1])}")
     return 0
   if command == "average-checkpoints":
     return _average_checkpoints(rest)

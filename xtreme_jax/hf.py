@@ -301,11 +301,12 @@ class LoadReport:
   ignored: list[str] = dataclasses.field(default_factory=list)  # checkpoint keys deliberately dropped
 
 
-def abstract_params(config: TransformerConfig) -> dict:
-  """`TransformerEncoder`'s param tree as plain `jax.ShapeDtypeStruct`s."""
+def abstract_params(config: TransformerConfig, cross_attention: bool = False) -> dict:
+  """`TransformerEncoder`'s param tree as plain `jax.ShapeDtypeStruct`s (`cross_attention`: a VECO stack's)."""
+  from xtreme_jax.networks.veco import VecoNetwork  # pylint: disable=g-import-not-at-top
   ids = jnp.zeros((1, 1), jnp.int32)
-  shapes = jax.eval_shape(
-      lambda: TransformerEncoder(config).init(jax.random.PRNGKey(0), ids, ids, method=TransformerEncoder.init_all))
+  network = VecoNetwork if cross_attention else TransformerEncoder
+  shapes = jax.eval_shape(lambda: network(config).init(jax.random.PRNGKey(0), ids, ids, method=network.init_all))
   return nn.unbox(shapes)["params"]
 
 
@@ -480,7 +481,7 @@ def load_imported(path: str) -> tuple[TransformerConfig, dict]:
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   path = fs.abspath(path)
   config_path = os.path.join(path, "config.json")
-  what = "an `xtreme-jax import-hf` / `export-encoder` output (config.json + params)"
+  what = "an `xtreme-jax import-hf` / `export-encoder` / `export-veco` output (config.json + params)"
   config_dict = read_json(config_path, what)
   try:
     config = TransformerConfig.from_dict(config_dict)
@@ -491,7 +492,9 @@ def load_imported(path: str) -> tuple[TransformerConfig, dict]:
   if not fs.isdir(os.path.join(path, "params")):
     raise errors.MissingInputError(f"{os.path.join(path, 'params')} does not exist; expected {what}")
   with ocp.StandardCheckpointer() as ckptr:
-    params = ckptr.restore(os.path.join(path, "params"), abstract_params(config))
+    stored = ckptr.metadata(os.path.join(path, "params")).item_metadata.tree
+    veco = "cross_attention" in stored.get("encoder", {}).get("layers_0", {})  # `export-veco`: the whole stack
+    params = ckptr.restore(os.path.join(path, "params"), abstract_params(config, cross_attention=veco))
   return config, jax.tree_util.tree_map(np.asarray, params)
 
 

@@ -108,6 +108,28 @@ def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -
   `language_id`: required when the run used language embeddings (see `nlu_encoder`).
   `out_dir` is written all or nothing (`hf.save_imported`).
   """
+  from xtreme_jax import hf
+  config, params = _newest_run_params(run_dir, out_dir)
+  hf.save_imported(out_dir, config.replace(num_languages=0), to_numpy(nlu_encoder(params, language_id)))
+  return out_dir
+
+
+def export_veco(run_dir: str, out_dir: str) -> str:
+  """Write a VECO pretraining run's newest stack, cross-attention included, in the `import-hf` format: the
+  initial checkpoint of NLG fine-tuning (`seq2seq_backbone`: the decoder copies its layers with their
+  cross-attention). A run with language embeddings is refused, as by `nlg_encoder_decoder`."""
+  from xtreme_jax import hf
+  config, params = _newest_run_params(run_dir, out_dir)
+  if "language_embeddings" in params["embeddings"]:
+    raise errors.ConfigError(f"{run_dir} was pretrained with language embeddings, which the NLG assembly does not "
+                             "support (source and target languages differ)")
+  hf.save_imported(out_dir, config, to_numpy(params))
+  return out_dir
+
+
+def _newest_run_params(run_dir: str, out_dir: str) -> tuple[TransformerConfig, dict]:
+  """(model config, backbone parameters) of the newest checkpoint of a VECO pretraining run; refuses a non-empty
+  `out_dir` first."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
 
   from xtreme_jax import hf
@@ -129,9 +151,7 @@ def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -
   restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
                                                             meta=ocp.args.JsonRestore()))
   manager.close()
-  params = restored.state["params"]["backbone"]
-  hf.save_imported(out_dir, config.replace(num_languages=0), to_numpy(nlu_encoder(params, language_id)))
-  return out_dir
+  return config, restored.state["params"]["backbone"]
 
 
 def to_numpy(tree):
