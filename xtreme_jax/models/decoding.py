@@ -150,9 +150,13 @@ def beam_search(step_fn: StepFn, cache: Any, start_ids: Array, *, beam_size: int
     vocab = step_logp.shape[-1]
     cand = s["logp"][:, :, None] + step_logp.reshape(batch, k, vocab)  # (batch, beam, vocab)
 
-    # EOS continuations ranking among the top `k` candidates finish, best first, until `k` are finished.
-    kth = jax.lax.top_k(cand.reshape(batch, -1), k)[0][:, -1:]
+    # The best `k` non-EOS continuations stay alive (below). EOS continuations ranking among the top `k` of all
+    # candidates finish, best first, until `k` are finished; the k-th best of all candidates is the k-th best of
+    # those two sets (a top-k over the k x V candidates alone compiles to a full sort on CPU).
     eos = cand[:, :, eos_id]
+    alive = jnp.where(jnp.arange(vocab) == eos_id, -jnp.inf, cand).reshape(batch, -1)
+    logp, flat = jax.lax.top_k(alive, k)
+    kth = jax.lax.top_k(jnp.concatenate([logp, eos], axis=1), k)[0][:, -1:]
     eligible = (eos >= kth) & jnp.isfinite(eos) & ~s["done"][:, None]
     better = (eos[:, None, :] > eos[:, :, None]) | ((eos[:, None, :] == eos[:, :, None]) &
                                                     (rank[None, None, :] < rank[None, :, None]))
@@ -165,9 +169,6 @@ def beam_search(step_fn: StepFn, cache: Any, start_ids: Array, *, beam_size: int
     fin_seqs = jnp.take_along_axis(jnp.concatenate([s["fin_seqs"], new_seqs], axis=1), pick[:, :, None], axis=1)
     fin_count = s["fin_count"] + jnp.sum(accept, axis=1).astype(jnp.int32)
 
-    # The best `k` non-EOS continuations stay alive.
-    alive = jnp.where(jnp.arange(vocab) == eos_id, -jnp.inf, cand).reshape(batch, -1)
-    logp, flat = jax.lax.top_k(alive, k)
     beam, token = flat // vocab, (flat % vocab).astype(jnp.int32)
     seqs = jnp.take_along_axis(seqs, beam[:, :, None], axis=1)
     seqs = jnp.where(jnp.arange(max_length) == t, token[:, :, None], seqs)
