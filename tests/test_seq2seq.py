@@ -208,3 +208,27 @@ def test_xlmr_baseline_assembly_copies_self_attention_and_starts_cross_attention
     np.testing.assert_array_equal(
         np.asarray(got["cross_attention"]["attention"]["key"]["kernel"]),
         np.asarray(fresh["backbone"]["decoder"][f"layers_{j}"]["cross_attention"]["attention"]["key"]["kernel"]))
+
+
+def test_packed_pairs_get_the_logits_and_loss_they_get_alone():
+  from xtreme_jax.data.packing import pack_pairs
+  model = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=2), eos_id=EOS)
+  pairs = [([5, 6, 7, 3], [11, 12, EOS]), ([8, 9, 3], [13, EOS]), ([10, 4, 4, 4, 3], [14, 15, 16, EOS])]
+  rows = pack_pairs(pairs, source_len=8, target_len=6, pad_id=0)
+  assert len(rows) == 2  # pairs 1 + 2 fill row 1 (7 + 5 tokens); pair 3 does not fit beside them
+  np.testing.assert_array_equal(rows[0]["input_segments"], [1, 1, 1, 1, 2, 2, 2, 0])
+  np.testing.assert_array_equal(rows[0]["target_positions"], [0, 1, 2, 0, 1, 0])
+  packed = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+  packed["decoder_start"] = np.array([BOS, BOS], np.int32)
+  alone = {"input_ids": np.zeros((3, 8), np.int32), "targets": np.zeros((3, 6), np.int32)}
+  for i, (source, target) in enumerate(pairs):
+    alone["input_ids"][i, :len(source)], alone["targets"][i, :len(target)] = source, target
+  alone.update(input_mask=(alone["input_ids"] > 0).astype(np.int32), target_mask=(alone["targets"] > 0).astype(np.int32),
+               decoder_start=np.full(3, BOS, np.int32))
+  params = _init(model, alone)
+  got, want = (np.asarray(_forward(model, params, b)) for b in (packed, alone))
+  np.testing.assert_allclose(got[0, :3], want[0, :3], atol=1e-5)   # pair 1: row 1, target slots 0-2
+  np.testing.assert_allclose(got[0, 3:5], want[1, :2], atol=1e-5)  # pair 2: row 1, target slots 3-4
+  np.testing.assert_allclose(got[1, :4], want[2, :4], atol=1e-5)   # pair 3: row 2
+  loss = lambda b, logits: float(model.loss_terms(logits, b)[0])  # noqa: E731
+  assert loss(packed, got) == pytest.approx(loss(alone, want), rel=1e-5)

@@ -7,7 +7,10 @@ Batch (all (batch, ...) arrays):
     decoder_start                (batch,)    the decoder's first input: a target-language tag or BOS
 
 Teacher forcing: the decoder reads `shift_right(targets)` (the start token,
-then targets[:-1]) and predicts `targets`. The loss is fairseq's
+then targets[:-1]) and predicts `targets`. Token-count batches pack several
+pairs per row: `input_segments`, `input_positions`, `target_segments`,
+`target_positions` (`PACKING_KEYS`, `networks/seq2seq.Packing`); each pair
+then gets exactly the logits it gets alone. The loss is fairseq's
 label-smoothed cross-entropy (`label_smoothed_nll`); metric sums as every
 model here: `weight` = target tokens, `loss` (smoothed), `nll`, `accuracy`.
 """
@@ -27,14 +30,20 @@ from xtreme_jax.models import decoding
 from xtreme_jax.models.base import Model
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.seq2seq import Seq2SeqConfig, Seq2SeqNetwork
+from xtreme_jax.networks.seq2seq import Packing, Seq2SeqConfig, Seq2SeqNetwork
 
 Array = jax.Array
+# Packed rows (several pairs per row, `data/packing.py`) add these (batch, S) / (batch, T) features.
+PACKING_KEYS = ("input_segments", "input_positions", "target_segments", "target_positions")
 
 
-def shift_right(targets: Array, target_mask: Array, start: Array, pad_id: int) -> Array:
-  """Decoder inputs: `start` (batch,) then `targets[:, :-1]`; pad where the target is padding."""
-  inputs = jnp.concatenate([start[:, None].astype(targets.dtype), targets[:, :-1]], axis=1)
+def shift_right(targets: Array, target_mask: Array, start: Array, pad_id: int,
+                positions: Array | None = None) -> Array:
+  """Decoder inputs: `start` (batch,) then `targets[:, :-1]`; pad where the target is padding. With packed rows
+  (`positions`: each token's position in its own target), every target starts with `start` again."""
+  previous = jnp.concatenate([jnp.zeros_like(targets[:, :1]), targets[:, :-1]], axis=1)
+  first = jnp.arange(targets.shape[1])[None, :] == 0 if positions is None else positions == 0
+  inputs = jnp.where(first, start[:, None].astype(targets.dtype), previous)
   return jnp.where(target_mask.astype(bool), inputs, pad_id)
 
 
@@ -65,9 +74,10 @@ class Seq2SeqLmNetwork(nn.Module):
     self.backbone = Seq2SeqNetwork(self.config, self.seq2seq, self.deterministic, self.decode)
 
   def __call__(self, batch: dict) -> Array:
+    packing = Packing(*(batch[k] for k in PACKING_KEYS)) if PACKING_KEYS[0] in batch else None
     decoder_inputs = shift_right(batch["targets"], batch["target_mask"], batch["decoder_start"],
-                                 self.config.pad_token_id)
-    return self.backbone(batch["input_ids"], batch["input_mask"], decoder_inputs, batch["target_mask"])
+                                 self.config.pad_token_id, None if packing is None else packing.target_positions)
+    return self.backbone(batch["input_ids"], batch["input_mask"], decoder_inputs, batch["target_mask"], packing)
 
   def encode(self, input_ids: Array, input_mask: Array) -> Array:
     return self.backbone.encode(input_ids, input_mask)

@@ -18,7 +18,9 @@ Parameter tree (the layout `veco_assembly.nlg_encoder_decoder` writes):
 
 The decoder's positions are explicit (0 at the first decoder input), so a
 cached step (`decode=True`, one position per call) embeds exactly as the
-full teacher-forced pass does. Multilingual decoding starts the decoder with
+full teacher-forced pass does. With `Packing`, a row holds several pairs
+(segment ids, positions restarting per pair): every attention is masked to
+the query's own pair, so each pair computes what it computes alone. Multilingual decoding starts the decoder with
 a target-language tag token (`models/seq2seq.py`), as VECO does.
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
@@ -38,6 +41,21 @@ from xtreme_jax.networks.encoder import Encoder
 from xtreme_jax.networks.veco import VecoStack
 
 Array = jax.Array
+
+
+class Packing(NamedTuple):
+  """Several (source, target) pairs packed into each row (token-count batches): per token, its pair's segment
+  id (1, 2, ...; 0 = padding) and its position within its own source or target (0 at the first token)."""
+
+  input_segments: Array
+  input_positions: Array
+  target_segments: Array
+  target_positions: Array
+
+
+def same_segment(query_segments: Array, key_segments: Array) -> Array:
+  """(batch, queries, keys) int32 mask: 1 where the key is a real token of the query's segment."""
+  return ((query_segments[:, :, None] == key_segments[:, None, :]) & (key_segments[:, None, :] > 0)).astype(jnp.int32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,23 +98,33 @@ class Seq2SeqNetwork(nn.Module):
           cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
           kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), ("embed", "vocab")))
 
-  def encode(self, input_ids: Array, input_mask: Array) -> Array:
-    """The encoder's final states (batch, source length, embed)."""
-    x = self.embeddings(input_ids, input_mask, deterministic=self.deterministic)
-    return self.encoder(x, input_mask)[0]
+  def encode(self, input_ids: Array, input_mask: Array, packing: Packing | None = None) -> Array:
+    """The encoder's final states (batch, source length, embed); `packing`: several sources per row."""
+    if packing is None:
+      x = self.embeddings(input_ids, input_mask, deterministic=self.deterministic)
+      return self.encoder(x, input_mask)[0]
+    x = self.embeddings(input_ids, input_mask, positions=packing.input_positions, deterministic=self.deterministic)
+    return self.encoder(x, same_segment(packing.input_segments, packing.input_segments))[0]
 
   def decode_logits(self, decoder_input_ids: Array, decoder_mask: Array, memory: Array, memory_mask: Array,
-                    positions: Array | None = None) -> Array:
+                    positions: Array | None = None, packing: Packing | None = None) -> Array:
     """Float32 vocabulary logits (batch, target length, vocab) of the decoder over `memory`.
 
     `positions` default to 0..T-1; a cached step (`decode=True`) passes its
     step index. With `decode=True` the first call creates the cache (its
-    output is meaningless) and every later call is one position.
+    output is meaningless) and every later call is one position. `packing`:
+    several (source, target) pairs per row, each target attending to its own
+    prefix and its own source only.
     """
-    if positions is None:
+    if packing is not None:
+      positions = packing.target_positions
+      self_mask = same_segment(packing.target_segments, packing.target_segments)
+      memory_mask = same_segment(packing.target_segments, packing.input_segments)
+    elif positions is None:
       positions = jnp.broadcast_to(jnp.arange(decoder_input_ids.shape[1]), decoder_input_ids.shape)
     x = self.embed_targets(decoder_input_ids, decoder_mask, positions)
-    x = self.decoder(x, decoder_mask, memory.astype(x.dtype), memory_mask, causal=True)[0]
+    mask = decoder_mask if packing is None else self_mask
+    x = self.decoder(x, mask, memory.astype(x.dtype), memory_mask, causal=True)[0]
     return self.output_logits(x)
 
   def embed_targets(self, ids: Array, mask: Array, positions: Array) -> Array:
@@ -109,6 +137,8 @@ class Seq2SeqNetwork(nn.Module):
     logits = self.embeddings.attend(x) if self.seq2seq.tie_output else self.output_projection(x)
     return nn.with_logical_constraint(logits.astype(jnp.float32), ("batch", "length", "vocab"))
 
-  def __call__(self, input_ids: Array, input_mask: Array, decoder_input_ids: Array, decoder_mask: Array) -> Array:
+  def __call__(self, input_ids: Array, input_mask: Array, decoder_input_ids: Array, decoder_mask: Array,
+               packing: Packing | None = None) -> Array:
     """Teacher-forced logits: encode the source, decode every target position at once."""
-    return self.decode_logits(decoder_input_ids, decoder_mask, self.encode(input_ids, input_mask), input_mask)
+    memory = self.encode(input_ids, input_mask, packing)
+    return self.decode_logits(decoder_input_ids, decoder_mask, memory, input_mask, packing=packing)
