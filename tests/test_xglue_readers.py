@@ -110,9 +110,9 @@ def test_generation_pairs_line_i_with_line_i(tmp_path):
   _write_pair(tmp_path, "QG", "dev", "it", "Roma è la capitale.\r\n\rIl Po è lungo.\n", "Qual è la capitale? \n\n"
               "x\tQuanto è lungo il Po?\n")
   assert xglue_readers.read("QG", str(tmp_path), "it", "dev") == [
-      {"id": "QG-it-dev-0", "source": "Roma è la capitale.", "target": "Qual è la capitale?"},
-      {"id": "QG-it-dev-1", "source": "", "target": ""},
-      {"id": "QG-it-dev-2", "source": "Il Po è lungo.", "target": "Quanto è lungo il Po?"}]
+      {"id": "QG-it-dev-0", "source": "Roma è la capitale.", "target": "Qual è la capitale?", "language": "it"},
+      {"id": "QG-it-dev-1", "source": "", "target": "", "language": "it"},
+      {"id": "QG-it-dev-2", "source": "Il Po è lungo.", "target": "Quanto è lungo il Po?", "language": "it"}]
   # The release hides the test targets: no .tgt file reads as target None.
   _write_pair(tmp_path, "NTG", "test", "ru", "Текст новости.\nЕщё одна новость.\n")
   assert [r["target"] for r in xglue_readers.read("NTG", str(tmp_path), "ru", "test")] == [None, None]
