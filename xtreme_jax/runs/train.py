@@ -90,7 +90,7 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig,
 
 def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimizer: OptimizerConfig,
            trainer: TrainerConfig, partition: PartitionConfig, init_checkpoint: Optional[str],
-           resume_overrides: Optional[dict] = None) -> dict:
+           resume_overrides: Optional[dict] = None, transform: Optional[Callable[[dict], dict]] = None) -> dict:
   _check_vocab(model.config, train_data, *([eval_data] if eval_data is not None else []))
   languages = _check_languages(model.config, train_data, *([eval_data] if eval_data is not None else []))
   fingerprint = {"mode": mode, "model": describe(model), "train_data": describe(train_data),
@@ -110,7 +110,7 @@ def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimiz
     optimizer = apply_overrides(claim, optimizer)
     runner = Trainer(model, optimizer, trainer, partition, run_dir, run_directory=claim)
     try:
-      _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config))
+      _, summary = runner.fit(train_data, eval_data, pretrained_loader(init_checkpoint, model.config, transform))
     finally:
       runner.close()
       for source in (train_data, eval_data):
