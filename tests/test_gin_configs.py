@@ -18,6 +18,8 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/veco_pretrain_wiki40b.gin": ["VOCAB='v'", "RUN_DIR='r'"],
     "experiments/xglue_tiny.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/xglue_veco_large_generation.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/xdae_pretrain.gin": ["VOCAB='v'", "INIT_CHECKPOINT='c'", "RUN_DIR='r'"],
+    "experiments/xfnp_pretrain.gin": ["VOCAB='v'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 

@@ -156,19 +156,22 @@ def pretrain(run_dir: str, model_config: TransformerConfig, train_data, eval_dat
              optimizer: OptimizerConfig = OptimizerConfig(learning_rate=1e-4),
              trainer: TrainerConfig = TrainerConfig(), partition: PartitionConfig = PartitionConfig(),
              init_checkpoint: Optional[str] = None, model: Optional[Model] = None,
-             resume_overrides: Optional[dict] = None) -> dict:
+             resume_overrides: Optional[dict] = None, init_transform: Optional[Callable[[dict], dict]] = None) -> dict:
   """Pretraining of `model_config` (from scratch or a warm start).
 
   `model` is the pretraining objective; the default is masked LM over plain
   text (`MlmModel`); `VecoModel` gives VECO, MLM on pairs, or MLM + TLM.
   `resume_overrides`: optimizer settings to change when resuming (module doc).
+  `init_transform` maps `init_checkpoint`'s parameters to the model's backbone
+  (`pretrained_loader`), e.g. `veco_assembly.seq2seq_backbone` for an
+  encoder-decoder warm-started from an encoder checkpoint.
   """
   model = model if model is not None else MlmModel(model_config)
   if model.config != model_config:
     raise errors.ConfigError("the pretraining model's config differs from MODEL_CONFIG; bind the model's config to "
                              "%MODEL_CONFIG")
   return _train("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition, init_checkpoint,
-                resume_overrides)
+                resume_overrides, init_transform)
 
 
 def finetune(run_dir: str, model: Model, train_data, eval_data=None, init_checkpoint: Optional[str] = None,
