@@ -298,6 +298,10 @@ def test_resume_gives_the_uninterrupted_stream(corpus):
   for p in range(3, 6):  # a fresh instance, as after a restart: replays the draws, skips in the streams
     _same(second.batch(p), batches[p])
   assert second.cursors(6) == straight._state["cursors"]
+  # A stream opened by skipping saves a state that restores into the same pipeline (its `skip` recorded).
+  restored = make()
+  restored.restore_input_state(_round_trip(second.input_state(6)), 6)
+  _same(restored.batch(6), straight.batch(6))
   # any order, repeats (the trainer asks for batch 0 twice), and 20 epochs of `aa` (2 documents): streams cycle
   jumping = make()
   for p in (4, 1, 1, 5, 0, 2, 3):

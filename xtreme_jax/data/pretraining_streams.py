@@ -143,12 +143,15 @@ class _Stream:
 
   `pending` holds the examples read from tf.data and not consumed yet (the
   rest of the last chunk, the look-ahead included), `ready` the prepared
-  forms of its first ones. `state()` is what a checkpoint keeps of it.
+  forms of its first ones. `skip` is the `dataset.skip` its pipeline was built
+  with: a saved iterator restores only into the same pipeline. `state()` is
+  what a checkpoint keeps of it.
   """
 
   def __init__(self, name: str, dataset, cursor: int, prepare: Callable, max_lookahead: int,
-               pending: Sequence[dict] = (), iterator_state: Mapping[str, str] | None = None):
+               pending: Sequence[dict] = (), iterator_state: Mapping[str, str] | None = None, skip: int = 0):
     self.name, self.cursor, self.prepare, self.max_lookahead = name, cursor, prepare, max_lookahead
+    self.skip = skip
     self.iterator = iter(dataset)
     if iterator_state is not None:
       restore_iterator(self.iterator, iterator_state)
@@ -197,7 +200,7 @@ class _Stream:
                         self.cursor)
     if iterator is None:
       return {"cursor": self.cursor, "pending": [], "iterator": None}
-    return {"cursor": self.cursor, "iterator": iterator,
+    return {"cursor": self.cursor, "iterator": iterator, "skip": self.skip,
             "pending": [{k: _b64(bytes(v)) for k, v in ex.items()} for ex in self.pending]}
 
 
@@ -411,11 +414,13 @@ class SeqioPairSource(PairFeatures):
     saved = st["saved"].pop(key, None)
     if saved is not None and saved["iterator"] is not None:
       pending = [{k: _unb64(v) for k, v in ex.items()} for ex in saved["pending"]]
-      dataset = self._dataset(task, bilingual, 0, host_index, host_count, saved.get("chunk", READ_CHUNK))
-      return _Stream(task.name, dataset, saved["cursor"], prepare, self.max_lookahead, pending, saved["iterator"])
+      skip = int(saved.get("skip", 0))  # the pipeline the iterator was saved from (states before `skip`: 0)
+      dataset = self._dataset(task, bilingual, skip, host_index, host_count, saved.get("chunk", READ_CHUNK))
+      return _Stream(task.name, dataset, saved["cursor"], prepare, self.max_lookahead, pending, saved["iterator"],
+                     skip)
     cursor = st["cursors"].get(key, 0)
     return _Stream(task.name, self._dataset(task, bilingual, cursor, host_index, host_count, READ_CHUNK), cursor,
-                   prepare, self.max_lookahead)
+                   prepare, self.max_lookahead, skip=cursor)
 
   def _seek(self, position: int, host_index: int, host_count: int) -> None:
     """Sets every cursor to its value before batch `position` (replaying draws); streams at another cursor close."""

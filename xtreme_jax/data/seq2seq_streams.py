@@ -248,14 +248,10 @@ class SeqioSeq2SeqSource:
       pending = [{k: np.frombuffer(_unb64(v), np.int32) for k, v in ex.items()} for ex in saved["pending"]]
       skip = int(saved.get("skip", 0))
       dataset = self._dataset(skip, host_index, host_count, saved.get("chunk", READ_CHUNK))
-      stream = _Stream(self.seqio_task.name, dataset, cursor, self._prepare, self.max_lookahead, pending,
-                       saved["iterator"])
-    else:
-      skip = cursor
-      stream = _Stream(self.seqio_task.name, self._dataset(skip, host_index, host_count, READ_CHUNK), cursor,
-                       self._prepare, self.max_lookahead)
-    stream.skip = skip
-    return stream
+      return _Stream(self.seqio_task.name, dataset, cursor, self._prepare, self.max_lookahead, pending,
+                     saved["iterator"], skip)
+    return _Stream(self.seqio_task.name, self._dataset(cursor, host_index, host_count, READ_CHUNK), cursor,
+                   self._prepare, self.max_lookahead, skip=cursor)
 
   def _seek(self, position: int, host_index: int, host_count: int) -> None:
     """Positions the source before batch `position`; an open stream elsewhere closes (re-opens by skipping)."""
