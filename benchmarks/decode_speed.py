@@ -70,12 +70,11 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
-from machine import cpu_count, loadavg, peak_rss_gib, version  # benchmarks/machine.py
+import machine  # benchmarks/machine.py
+from machine import cpu_count, loadavg, peak_rss_gib, print_sections, version
 
 PRESETS = {
     # A VECO / BART-base-like encoder-decoder: 768 hidden, 12 heads, FFN 3072, 6 + 6 layers, a 32k vocabulary
@@ -333,20 +332,7 @@ def run_side(side: str, args, argv: list[str]) -> dict:
   """One side's results, in a fresh subprocess unless --in_process."""
   _progress(f"running the {SIDE_NAMES[side]} side")
   shape = shape_of(args)
-  if args.in_process:
-    try:
-      return SIDES[side](args, shape)
-    except Exception as e:  # report and carry on with the other side
-      return {"error": f"{type(e).__name__}: {e}"}
-  with tempfile.TemporaryDirectory(prefix="bench_result_") as tmp:
-    out = os.path.join(tmp, "result.json")
-    cmd = [sys.executable, os.path.abspath(__file__), *argv, "--_worker", side, "--_result", out]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd)
-    if proc.returncode != 0 or not os.path.exists(out):
-      return {"error": f"worker exited with status {proc.returncode} after {time.perf_counter() - t:.1f} s"}
-    with open(out) as f:
-      return json.load(f)
+  return machine.run_side(__file__, side, argv, lambda: SIDES[side](args, shape), args.in_process)
 
 
 def derive(side: dict, args) -> None:
@@ -374,12 +360,7 @@ def _get(side: dict, name: str, key: str):
 
 
 def print_report(machine: dict, setup: dict, results: dict, args) -> None:
-  print("\n== machine ==")
-  for k, v in machine.items():
-    print(f"  {k:<28} {v}")
-  print("\n== setup ==")
-  for k, v in setup.items():
-    print(f"  {k:<28} {v}")
+  print_sections(machine=machine, setup=setup)
   for side, r in results.items():
     if "error" in r:
       print(f"\n!! {SIDE_NAMES[side]} side failed: {r['error']}")

@@ -1,11 +1,16 @@
-"""Machine facts the benchmarks print beside their numbers."""
+"""Machine facts the benchmarks print beside their numbers, and running one side of a comparison."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import subprocess
 import sys
+import tempfile
+import time
 from importlib import metadata
+from typing import Callable
 
 
 def cpu_count() -> int:
@@ -34,3 +39,30 @@ def peak_rss_gib() -> float:
   """Peak resident set size of this process (Linux reports KiB, macOS bytes)."""
   rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   return rss / (2**30 if sys.platform == "darwin" else 2**20)
+
+
+def run_side(script: str, side: str, argv: list[str], run_here: Callable[[], dict], in_process: bool) -> dict:
+  """One side's results: `run_here()` when `in_process`, else `script` re-run as `--_worker side` in a fresh
+  subprocess (no shared thread pools or device memory; its own peak RSS) that writes them to `--_result`."""
+  if in_process:
+    try:
+      return run_here()
+    except Exception as e:  # report and carry on with the other side
+      return {"error": f"{type(e).__name__}: {e}"}
+  with tempfile.TemporaryDirectory(prefix="bench_result_") as tmp:
+    out = os.path.join(tmp, "result.json")
+    cmd = [sys.executable, os.path.abspath(script), *argv, "--_worker", side, "--_result", out]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd)
+    if proc.returncode != 0 or not os.path.exists(out):
+      return {"error": f"worker exited with status {proc.returncode} after {time.perf_counter() - t:.1f} s"}
+    with open(out) as f:
+      return json.load(f)
+
+
+def print_sections(**sections: dict) -> None:
+  """`== name ==` then `  key  value` lines, per section (machine, setup)."""
+  for name, items in sections.items():
+    print(f"\n== {name} ==")
+    for k, v in items.items():
+      print(f"  {k:<28} {v}")

@@ -42,12 +42,12 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from machine import cpu_count, loadavg, peak_rss_gib, version  # benchmarks/machine.py
+import machine  # benchmarks/machine.py
+from machine import cpu_count, loadavg, peak_rss_gib, version
 
 PRESETS = {
     "mbert_base": dict(vocab_size=119547, hidden_size=768, num_layers=12, num_heads=12, mlp_dim=3072,
@@ -260,20 +260,7 @@ def run_side(side: str, args, argv: list[str]) -> dict:
   """One side's results, in a fresh subprocess unless --in_process."""
   _progress(f"running the {'xtreme-jax' if side == 'jax' else 'PyTorch'} side")
   shape = PRESETS[args.preset]
-  if args.in_process:
-    try:
-      return SIDES[side](args, shape)
-    except Exception as e:  # report and carry on with the other side
-      return {"error": f"{type(e).__name__}: {e}"}
-  with tempfile.TemporaryDirectory(prefix="bench_result_") as tmp:
-    out = os.path.join(tmp, "result.json")
-    cmd = [sys.executable, os.path.abspath(__file__), *argv, "--_worker", side, "--_result", out]
-    t = time.perf_counter()
-    proc = subprocess.run(cmd)
-    if proc.returncode != 0 or not os.path.exists(out):
-      return {"error": f"worker exited with status {proc.returncode} after {time.perf_counter() - t:.1f} s"}
-    with open(out) as f:
-      return json.load(f)
+  return machine.run_side(__file__, side, argv, lambda: SIDES[side](args, shape), args.in_process)
 
 
 def model_flops_per_step(res: dict, shape: dict, args) -> float:

@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 
-from machine import cpu_count, loadavg, peak_rss_gib, version  # benchmarks/machine.py
+from machine import cpu_count, loadavg, peak_rss_gib, print_sections, version  # benchmarks/machine.py
 
 PRESETS = {
     # gin_configs/models/veco_small.gin
@@ -352,12 +352,7 @@ def main(argv=None) -> int:
                 + f"; {args.warmup} warm-up + {args.steps} timed steps each",
   }
 
-  print("\n== machine ==")
-  for k, v in machine.items():
-    print(f"  {k:<28} {v}")
-  print("\n== setup ==")
-  for k, v in setup.items():
-    print(f"  {k:<28} {v}")
+  print_sections(machine=machine, setup=setup)
 
   names = list(VARIANTS)
   rows = [  # (label, key, format)

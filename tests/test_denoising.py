@@ -81,7 +81,7 @@ def test_mask_replaces_about_one_tenth_in_place():
 
 
 def test_span_lengths_are_poisson_three_and_sum_to_the_budget():
-  draws, zeros = [], 0
+  draws = []
   for s in range(40):
     lengths = _np(dn.span_lengths(300, _seed(s)))
     assert sum(lengths) == 300 and min(lengths) >= 0

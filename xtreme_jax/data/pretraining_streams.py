@@ -138,6 +138,20 @@ def restore_iterator(iterator, saved: Mapping[str, str]) -> None:
       tf.io.gfile.remove(f)
 
 
+def check_input_state(state: Mapping, fingerprint: Mapping, position: int, host_index: int, host_count: int) -> None:
+  """A saved input state fits this run: the same data fingerprint and hosts (ConfigError naming what changed)
+  and the train state's batch `position` (DataError)."""
+  diffs = nested.differing_keys(state["data"], fingerprint)
+  if list(state["host"]) != [host_index, host_count]:
+    diffs["host"] = (f"{state['host'][0]} of {state['host'][1]}", f"{host_index} of {host_count}")
+  if diffs:
+    raise errors.ConfigError(
+        "the checkpoint's input state was written for other data or settings: " + nested.describe(diffs) +
+        ". Resume with the data, settings and number of hosts of that run, or start a new RUN_DIR")
+  if state["position"] != position:
+    raise errors.DataError(f"the input state is of batch {state['position']}, the train state of batch {position}")
+
+
 class _Stream:
   """Examples of one task from document `cursor` on (cycling), prepared lazily; see the module docstring.
 
@@ -467,15 +481,7 @@ class SeqioPairSource(PairFeatures):
     """
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
       raise errors.DataError(f"not a SeqioPairSource input state of format {STATE_FORMAT}")
-    diffs = nested.differing_keys(state["data"], self.data_fingerprint(host_count))
-    if list(state["host"]) != [host_index, host_count]:
-      diffs["host"] = (f"{state['host'][0]} of {state['host'][1]}", f"{host_index} of {host_count}")
-    if diffs:
-      raise errors.ConfigError(
-          "the checkpoint's input state was written for other data or settings: " + nested.describe(diffs) +
-          ". Resume with the data, settings and number of hosts of that run, or start a new RUN_DIR")
-    if state["position"] != position:
-      raise errors.DataError(f"the input state is of batch {state['position']}, the train state of batch {position}")
+    check_input_state(state, self.data_fingerprint(host_count), position, host_index, host_count)
     self._state.update(host=(host_index, host_count), position=position, cursors=dict(state["cursors"]),
                        streams={}, saved={k: dict(v) for k, v in state["streams"].items()}, last=None)
 

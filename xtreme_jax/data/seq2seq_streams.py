@@ -48,8 +48,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from xtreme_jax import errors, nested
-from xtreme_jax.data.pretraining_streams import READ_CHUNK, _describe_source, _Stream, _unb64
+from xtreme_jax import errors
+from xtreme_jax.data.pretraining_streams import READ_CHUNK, _describe_source, _Stream, _unb64, check_input_state
 from xtreme_jax.data.sources import IndexedSource, stack
 
 STATE_FORMAT = 1  # version of the `input_state` dict
@@ -302,15 +302,7 @@ class SeqioSeq2SeqSource:
     """
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT or "stream" not in state:
       raise errors.DataError(f"not a SeqioSeq2SeqSource input state of format {STATE_FORMAT}")
-    diffs = nested.differing_keys(state["data"], self.data_fingerprint(host_count))
-    if list(state["host"]) != [host_index, host_count]:
-      diffs["host"] = (f"{state['host'][0]} of {state['host'][1]}", f"{host_index} of {host_count}")
-    if diffs:
-      raise errors.ConfigError(
-          "the checkpoint's input state was written for other data or settings: " + nested.describe(diffs) +
-          ". Resume with the data, settings and number of hosts of that run, or start a new RUN_DIR")
-    if state["position"] != position:
-      raise errors.DataError(f"the input state is of batch {state['position']}, the train state of batch {position}")
+    check_input_state(state, self.data_fingerprint(host_count), position, host_index, host_count)
     self._state.update(host=(host_index, host_count), position=position, stream=None, saved=dict(state["stream"]),
                        last=None)
 
