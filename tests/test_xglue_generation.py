@@ -61,3 +61,12 @@ def test_qg_fine_tunes_decodes_and_writes_one_line_per_source(tmp_path):
   entry = runner.run_entry("QG")  # the final model predicts; its training BLEU was measured once
   assert entry["selected_step"] == entry["train_steps"] == 4 and 0.0 <= entry["train_accuracy"] <= 100.0
   assert all(np.isfinite(loss) for _, loss in entry["history"])
+
+
+def test_decoding_settings_are_checked_when_configured():
+  with pytest.raises(errors.ConfigError, match="length_penalty='gnm'; expected one of"):
+    task_kinds.GenerationSettings(length_penalty="gnm")
+  with pytest.raises(errors.ConfigError, match="decoder_from='middle'"):
+    task_kinds.GenerationSettings(decoder_from="middle")
+  with pytest.raises(errors.ConfigError, match="beam_size=0"):
+    task_kinds.GenerationSettings(beam_size=0)

@@ -101,6 +101,16 @@ class DecodeSettings:
   length_penalty: str = "fairseq"
   n_best: int = 1
 
+  def __post_init__(self):  # checked when configured, not after training
+    if self.beam_size < 1 or self.max_length < 1:
+      raise errors.ConfigError(f"DecodeSettings beam_size={self.beam_size}, max_length={self.max_length}; expected "
+                               ">= 1 each")
+    if self.length_penalty not in decoding.LENGTH_PENALTIES:
+      raise errors.ConfigError(f"DecodeSettings.length_penalty={self.length_penalty!r}; expected one of "
+                               f"{decoding.LENGTH_PENALTIES}")
+    if not 1 <= self.n_best <= self.beam_size:
+      raise errors.ConfigError(f"DecodeSettings.n_best={self.n_best}; expected 1..beam_size ({self.beam_size})")
+
 
 @dataclasses.dataclass(frozen=True)
 class Seq2SeqModel(Model):

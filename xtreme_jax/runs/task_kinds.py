@@ -290,8 +290,9 @@ class GenerationSettings:
   def __post_init__(self):
     if self.target_len < 2:
       raise errors.ConfigError(f"GenerationSettings.target_len={self.target_len}; expected >= 2 (a token and EOS)")
-    if self.beam_size < 1:
-      raise errors.ConfigError(f"GenerationSettings.beam_size={self.beam_size}; expected >= 1")
+    if self.decoder_from not in ("last", "first"):
+      raise errors.ConfigError(f"GenerationSettings.decoder_from={self.decoder_from!r}; expected 'last' or 'first'")
+    self.decoding  # noqa: B018 - checks beam_size, alpha and length_penalty now, not after training
 
   @property
   def decoding(self) -> DecodeSettings:
