@@ -44,3 +44,10 @@ def test_average_last_needs_the_checkpoints_kept(tmp_path):
   from xtreme_jax.training.trainer import TrainerConfig
   with pytest.raises(errors.ConfigError, match="average_last=10 but the trainer keeps 3 checkpoints"):
     translate.translate(str(tmp_path), Seq2SeqModel(TINY), None, trainer=TrainerConfig(keep_checkpoints=3))
+
+
+def test_decoding_a_checkpoint_without_a_decoder_says_so():
+  encoder_only = {"backbone": {"embeddings": {}, "encoder": {}, "pooler": {}}}
+  with pytest.raises(errors.ConfigError, match=r"^runs/mlm: the checkpoint has no decoder \(params/backbone/decoder\)"):
+    translate.check_decoder(encoder_only, "runs/mlm")
+  translate.check_decoder({"backbone": {"decoder": {}}}, "runs/wmt")  # an encoder-decoder passes

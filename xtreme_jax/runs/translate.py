@@ -140,6 +140,7 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtPairs, records: list[dict
   runner = Trainer(model, OptimizerConfig(), TrainerConfig(train_steps=1, progress_bar=False), partition, run_dir)
   try:
     params, source = averaging.restore_averaged_or_latest(run_dir)
+    check_decoder(params, run_dir)
     logging.info("decoding with the parameters of %s", source)
     batches = FeatureListSource(features, batch_size, model_keys=kind.predict_keys, weight_keys=("example_weights",))
     runner.init_state(data.batch(0, jax.process_index(), jax.process_count()))  # the parameters' shapes
@@ -149,6 +150,13 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtPairs, records: list[dict
     runner.close()
   merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)
   return kind.decode(None, recipe, lambda keys: merged, examples, features, owners, data.vocab)
+
+
+def check_decoder(params: dict, where: str) -> None:
+  """A one-line ConfigError when `params` (a run's checkpoint) hold no decoder to decode with."""
+  if "decoder" not in params.get("backbone", {}):
+    raise errors.ConfigError(f"{where}: the checkpoint has no decoder (params/backbone/decoder): it is not an "
+                             "encoder-decoder run; decode a run of runs/translate.gin (or XGLUE QG / NTG)")
 
 
 def _decode_settings(model: Seq2SeqModel) -> DecodeSettings:
