@@ -73,8 +73,7 @@ import statistics
 import sys
 import time
 
-import machine  # benchmarks/machine.py
-from machine import cpu_count, loadavg, peak_rss_gib, print_sections, version
+from machine import cpu_count, loadavg, peak_rss_gib, progress, run_sides, print_sections, version
 
 PRESETS = {
     # A VECO / BART-base-like encoder-decoder: 768 hidden, 12 heads, FFN 3072, 6 + 6 layers, a 32k vocabulary
@@ -91,10 +90,6 @@ PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 LAYER_NORM_EPS = 1e-5  # BART's
 SEARCHES = ("greedy", "beam")
 CACHES = ("cached", "uncached")
-
-
-def _progress(msg: str) -> None:
-  print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def shape_of(args) -> dict:
@@ -214,20 +209,20 @@ def run_jax(args, shape: dict) -> dict:
     beams = beams_of(search, args)
     settings = DecodeSettings(beam_size=beams, max_length=L)
     fn = jax.jit(lambda p, b, m=models[cache], s=settings: m.generate(p, b, s))
-    _progress(f"xtreme-jax {name}: compiling")
+    progress(f"xtreme-jax {name}: compiling")
     t = time.perf_counter()
     compiled = fn.lower(params, batch).compile()
     compile_s = time.perf_counter() - t
     t = time.perf_counter()
     out = jax.block_until_ready(compiled(params, batch))
     first_s = compile_s + time.perf_counter() - t
-    _progress(f"xtreme-jax {name}: compile {compile_s:.2f} s, first call {first_s:.2f} s")
+    progress(f"xtreme-jax {name}: compile {compile_s:.2f} s, first call {first_s:.2f} s")
     times = []
     for i in range(args.repeats):
       t = time.perf_counter()
       out = jax.block_until_ready(compiled(params, batch))
       times.append(time.perf_counter() - t)
-      _progress(f"xtreme-jax {name}: call {i + 1}/{args.repeats}: {times[-1]:.3f} s")
+      progress(f"xtreme-jax {name}: call {i + 1}/{args.repeats}: {times[-1]:.3f} s")
     lengths = np.asarray(out.lengths)
     outputs[name] = np.asarray(out.sequences)[:, 0]
     results[name] = {**timing(compile_s, first_s, times), "beams": beams,
@@ -303,13 +298,13 @@ def run_torch(args, shape: dict) -> dict:
       sync()
       return time.perf_counter() - t, out
 
-    _progress(f"HF {name}: first call")
+    progress(f"HF {name}: first call")
     first_s, out = call()
     times = []
     for i in range(args.repeats):
       dt, out = call()
       times.append(dt)
-      _progress(f"HF {name}: call {i + 1}/{args.repeats}: {dt:.3f} s")
+      progress(f"HF {name}: call {i + 1}/{args.repeats}: {dt:.3f} s")
     new = out[:, 1:]  # after the decoder start token
     eos_at = [(row == EOS_ID).nonzero() for row in new.cpu()]
     full = new.shape[1] == L and all(len(e) == 1 and int(e[0]) == L - 1 for e in eos_at)
@@ -328,11 +323,6 @@ SIDES = {"jax": run_jax, "torch": run_torch}
 SIDE_NAMES = {"jax": "xtreme-jax", "torch": "HF BART"}
 
 
-def run_side(side: str, args, argv: list[str]) -> dict:
-  """One side's results, in a fresh subprocess unless --in_process."""
-  _progress(f"running the {SIDE_NAMES[side]} side")
-  shape = shape_of(args)
-  return machine.run_side(__file__, side, argv, lambda: SIDES[side](args, shape), args.in_process)
 
 
 def derive(side: dict, args) -> None:
@@ -478,17 +468,11 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   shape = shape_of(args)
 
-  if args._worker:  # subprocess: one side, results to --_result
-    res = SIDES[args._worker](args, shape)
-    with open(args._result, "w") as f:
-      json.dump(res, f)
-    return 0
-
   t_start = time.perf_counter()
   load_before = loadavg()
-  results = {"jax": run_side("jax", args, argv)}
-  if not args.skip_torch:
-    results["torch"] = run_side("torch", args, argv)
+  results = run_sides(__file__, args, argv, SIDES, shape, SIDE_NAMES)
+  if results is None:  # a worker subprocess: its side's results are written
+    return 0
   for r in results.values():
     derive(r, args)
   fingerprints = {r["batch_fingerprint"] for r in results.values() if "error" not in r}

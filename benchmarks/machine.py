@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from importlib import metadata
-from typing import Callable
+from typing import Callable, Optional
 
 
 def cpu_count() -> int:
@@ -41,9 +41,29 @@ def peak_rss_gib() -> float:
   return rss / (2**30 if sys.platform == "darwin" else 2**20)
 
 
-def run_side(script: str, side: str, argv: list[str], run_here: Callable[[], dict], in_process: bool) -> dict:
-  """One side's results: `run_here()` when `in_process`, else `script` re-run as `--_worker side` in a fresh
-  subprocess (no shared thread pools or device memory; its own peak RSS) that writes them to `--_result`."""
+def progress(msg: str) -> None:
+  """A timestamped progress line on stderr."""
+  print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_sides(script: str, args, argv: list[str], sides: dict[str, Callable], shape: dict,
+              names: dict[str, str]) -> Optional[dict]:
+  """The results of each side of a comparison, `{"jax": ..., "torch": ...}` ("torch" left out with
+  `--skip_torch`), each `sides[side](args, shape)` run in a fresh subprocess (`script` re-run with
+  `--_worker side --_result FILE`: no shared thread pools or device memory, its own peak RSS) unless
+  `--in_process`. In such a worker: runs its side, writes the results to `--_result` and returns None."""
+  if args._worker:
+    with open(args._result, "w") as f:
+      json.dump(sides[args._worker](args, shape), f)
+    return None
+  results = {}
+  for side in ("jax",) if args.skip_torch else ("jax", "torch"):
+    progress(f"running the {names[side]} side")
+    results[side] = _run_side(script, side, argv, lambda side=side: sides[side](args, shape), args.in_process)
+  return results
+
+
+def _run_side(script: str, side: str, argv: list[str], run_here: Callable[[], dict], in_process: bool) -> dict:
   if in_process:
     try:
       return run_here()

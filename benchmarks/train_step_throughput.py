@@ -46,8 +46,7 @@ import sys
 import tempfile
 import time
 
-import machine  # benchmarks/machine.py
-from machine import cpu_count, loadavg, peak_rss_gib, version
+from machine import cpu_count, loadavg, peak_rss_gib, progress, run_sides, version
 
 PRESETS = {
     "mbert_base": dict(vocab_size=119547, hidden_size=768, num_layers=12, num_heads=12, mlp_dim=3072,
@@ -148,7 +147,7 @@ def run_jax(args, shape: dict) -> dict:
       metrics["loss"].block_until_ready()
       times.append(time.perf_counter() - t)
       losses.append(float(metrics["loss"]))
-      _progress(f"xtreme-jax step {i + 1}/{total}{' (warm-up)' if i < args.warmup else ''}: "
+      progress(f"xtreme-jax step {i + 1}/{total}{' (warm-up)' if i < args.warmup else ''}: "
                 f"{times[-1]:.3f} s, loss {losses[-1]:.4f}")
     final_step = int(jax.device_get(state.step))
     del state
@@ -235,7 +234,7 @@ def run_torch(args, shape: dict) -> dict:
     losses.append(step())
     sync()
     times.append(time.perf_counter() - t)
-    _progress(f"PyTorch step {i + 1}/{total}{' (warm-up)' if i < args.warmup else ''}: "
+    progress(f"PyTorch step {i + 1}/{total}{' (warm-up)' if i < args.warmup else ''}: "
               f"{times[-1]:.3f} s, loss {losses[-1]:.4f}")
 
   return {**info, "n_params": n_params, "n_params_embeddings": n_embed, "init_state_s": None,
@@ -249,18 +248,9 @@ def run_torch(args, shape: dict) -> dict:
 # -- driver --------------------------------------------------------------------
 
 
-def _progress(msg: str) -> None:
-  print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 SIDES = {"jax": run_jax, "torch": run_torch}
 
 
-def run_side(side: str, args, argv: list[str]) -> dict:
-  """One side's results, in a fresh subprocess unless --in_process."""
-  _progress(f"running the {'xtreme-jax' if side == 'jax' else 'PyTorch'} side")
-  shape = PRESETS[args.preset]
-  return machine.run_side(__file__, side, argv, lambda: SIDES[side](args, shape), args.in_process)
 
 
 def model_flops_per_step(res: dict, shape: dict, args) -> float:
@@ -393,17 +383,11 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   shape = PRESETS[args.preset]
 
-  if args._worker:  # subprocess: one side, results to --_result
-    res = SIDES[args._worker](args, shape)
-    with open(args._result, "w") as f:
-      json.dump(res, f)
-    return 0
-
   t_start = time.perf_counter()
   load_before = loadavg()
-  results = {"jax": run_side("jax", args, argv)}
-  if not args.skip_torch:
-    results["torch"] = run_side("torch", args, argv)
+  results = run_sides(__file__, args, argv, SIDES, shape, {"jax": "xtreme-jax", "torch": "PyTorch"})
+  if results is None:  # a worker subprocess: its side's results are written
+    return 0
 
   import numpy as np
   batch = make_batch(args.batch_size, args.seq_len, shape["vocab_size"], args.seed)

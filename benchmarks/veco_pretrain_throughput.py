@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 
-from machine import cpu_count, loadavg, peak_rss_gib, print_sections, version  # benchmarks/machine.py
+from machine import cpu_count, loadavg, peak_rss_gib, progress, print_sections, version  # benchmarks/machine.py
 
 PRESETS = {
     # gin_configs/models/veco_small.gin
@@ -81,10 +81,6 @@ VARIANTS = {"is+cs+tlm": ("is", "cs", "tlm"), "is+tlm": ("is", "tlm")}
 
 
 
-
-
-def _progress(msg: str) -> None:
-  print(f"  [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 # -- the shared batch ----------------------------------------------------------
@@ -228,7 +224,7 @@ class Variant:
         cost = cost[0] if cost else {}
       return float(cost["flops"]) if cost and "flops" in cost else None
     except Exception as e:  # noqa: BLE001 -- optional number; never fail the benchmark for it
-      _progress(f"{self.name}: no XLA cost analysis ({type(e).__name__}: {e})")
+      progress(f"{self.name}: no XLA cost analysis ({type(e).__name__}: {e})")
       return None
 
   def step(self, label: str) -> float:
@@ -239,7 +235,7 @@ class Variant:
     self.times.append(dt)
     self.losses.append(float(metrics["loss"]))
     self.metrics = {k: float(v) for k, v in metrics.items() if getattr(v, "ndim", 1) == 0}
-    _progress(f"{self.name:<10} step {len(self.times)} {label}: {dt:.3f} s, loss {self.losses[-1]:.4f}")
+    progress(f"{self.name:<10} step {len(self.times)} {label}: {dt:.3f} s, loss {self.losses[-1]:.4f}")
     return dt
 
   def result(self, warmup: int) -> dict:
@@ -259,7 +255,7 @@ def run(args, shape: dict, batch: dict) -> tuple[dict, list[float]]:
   with tempfile.TemporaryDirectory(prefix="xtreme_jax_veco_bench_") as run_dir:
     if args.sequential:  # one variant at a time: half the peak memory, no protection against drift
       for name, objectives in VARIANTS.items():
-        _progress(f"{name}: init_state (jit + init + compile)")
+        progress(f"{name}: init_state (jit + init + compile)")
         v = Variant(name, objectives, args, shape, batch, run_dir)
         for i in range(args.warmup + args.steps):
           v.step("(warm-up)" if i < args.warmup else "")
@@ -270,7 +266,7 @@ def run(args, shape: dict, batch: dict) -> tuple[dict, list[float]]:
 
     variants = {}
     for name, objectives in VARIANTS.items():
-      _progress(f"{name}: init_state (jit + init + compile)")
+      progress(f"{name}: init_state (jit + init + compile)")
       variants[name] = Variant(name, objectives, args, shape, batch, run_dir)
     for v in variants.values():
       for _ in range(args.warmup):
