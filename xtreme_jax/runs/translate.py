@@ -42,6 +42,7 @@ from xtreme_jax.models.seq2seq import PACKING_KEYS, DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import _train
+from xtreme_jax.runs.xtreme import TaskSettings, predict_features
 from xtreme_jax.training import averaging
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
@@ -133,8 +134,7 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtPairs, records: list[dict
            batch_size: int) -> list[str]:
   """Beam-search translations of `records` with the run's averaged (else newest) parameters."""
   kind = task_kinds.KINDS["generation"]
-  settings = _decode_settings(model)
-  recipe = _recipe(data, settings)
+  recipe = _recipe(data, model.decode_settings or DecodeSettings())
   examples = [{**r, "target": None, "language": "xx"} for r in records]
   features, owners = kind.features(None, examples, data.vocab, recipe, training=False)
   runner = Trainer(model, OptimizerConfig(), TrainerConfig(train_steps=1, progress_bar=False), partition, run_dir)
@@ -142,14 +142,11 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtPairs, records: list[dict
     params, source = averaging.restore_averaged_or_latest(run_dir)
     check_decoder(params, run_dir)
     logging.info("decoding with the parameters of %s", source)
-    batches = FeatureListSource(features, batch_size, model_keys=kind.predict_keys, weight_keys=("example_weights",))
     runner.init_state(data.batch(0, jax.process_index(), jax.process_count()))  # the parameters' shapes
-    params = runner.place_params(params)
-    outs = list(runner.predict(params, batches.eval_batches(jax.process_index(), jax.process_count())))
+    predicted = predict_features(runner, runner.place_params(params), features, kind.predict_keys, batch_size)
   finally:
     runner.close()
-  merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)
-  return kind.decode(None, recipe, lambda keys: merged, examples, features, owners, data.vocab)
+  return kind.decode(None, recipe, lambda keys: predicted, examples, features, owners, data.vocab)
 
 
 def check_decoder(params: dict, where: str) -> None:
@@ -159,12 +156,8 @@ def check_decoder(params: dict, where: str) -> None:
                              "encoder-decoder run; decode a run of runs/translate.gin (or XGLUE QG / NTG)")
 
 
-def _decode_settings(model: Seq2SeqModel) -> DecodeSettings:
-  return model.decode_settings or DecodeSettings()
-
-
-def _recipe(data: WmtPairs, settings: DecodeSettings):
-  from xtreme_jax.runs.xtreme import TaskSettings  # pylint: disable=g-import-not-at-top
+def _recipe(data: WmtPairs, settings: DecodeSettings) -> TaskSettings:
+  """The generation task kind's recipe that featurises and decodes `data`'s sources as `settings` say."""
   return TaskSettings(seq_len=data.source_len, generation=task_kinds.GenerationSettings(
       target_len=settings.max_length, beam_size=settings.beam_size, alpha=settings.alpha,
       length_penalty=settings.length_penalty))

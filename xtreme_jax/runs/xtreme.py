@@ -139,6 +139,14 @@ from xtreme_jax.training.trainer import Trainer, TrainerConfig
 TASKS = XTREME.task_names
 
 
+def predict_features(trainer: Trainer, params: Any, features: list, keys: tuple, batch_size: int) -> Any:
+  """The model's outputs for every feature dict, in order (batches of `keys`; the last key weights out the
+  padding rows of the last batch)."""
+  source = FeatureListSource(features, batch_size, model_keys=keys, weight_keys=(keys[-1],))
+  outs = list(trainer.predict(params, source.eval_batches(jax.process_index(), jax.process_count())))
+  return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)
+
+
 def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:
   """The benchmark's tasks that are not fine-tuned (XTREME's BUCC and Tatoeba: `RetrievalSettings` keys)."""
   return tuple(t.name for t in benchmark.tasks if not t.fine_tuned)
@@ -869,16 +877,10 @@ class XtremeRunner:
 
   # -- predictions -------------------------------------------------------------
 
-  def _predict(self, trainer, params, features, keys, batch_size: int) -> Any:
-    source = FeatureListSource(features, batch_size, model_keys=keys, weight_keys=(keys[-1],))
-    outs = list(trainer.predict(params, source.eval_batches(jax.process_index(), jax.process_count())))
-    merged = jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
-    return jax.tree_util.tree_map(lambda x: x[: len(features)], merged)
-
   def _decode(self, spec, s: TaskSettings, trainer, params, examples, features, owners,
               kind: Optional[task_kinds.Kind] = None):
     """Per-example predictions: a label (classification), a tag list (tagging), or {id: answer} (QA)."""
-    predict = lambda keys: self._predict(trainer, params, features, keys, s.batch_size)  # noqa: E731
+    predict = lambda keys: predict_features(trainer, params, features, keys, s.batch_size)  # noqa: E731
     return (kind or self.kind(spec.name)).decode(spec, s, predict, examples, features, owners, self.vocab)
 
   def made_by(self, task: str, language: str, split: str) -> Optional[str]:
