@@ -75,7 +75,8 @@ class WmtPairs:
   @functools.cached_property
   def _source(self) -> FeatureListSource:
     vocab = self.vocab
-    pairs = ((vocab.build_inputs(vocab.encode(r["source"])[: self.source_len - 2])[0],
+    specials = len(vocab.build_inputs([])[0])  # [CLS] source [SEP], as the decoding features (encode_pair)
+    pairs = ((vocab.build_inputs(vocab.encode(r["source"])[: self.source_len - specials])[0],
               vocab.encode(r["target"])[: self.target_len - 1] + [vocab.eos_id])
              for r in itertools.islice(wmt14.records(self.direction, self.split, self.data_dir), self.limit))
     rows = pack_pairs(pairs, self.source_len, self.target_len, vocab.pad_id)
