@@ -12,18 +12,20 @@ from xtreme_jax.runs import translate
 SENTENCES = ["the shop sells bread", "the island is far", "a ferry goes there", "the market opens early"]
 
 
-def _records(name, split, data_dir=None):
-  """WMT14 records (`wmt14.records`, whose TFDS route tests/test_wmt14.py covers): English sentences and their
-  'translations', the same words reversed (learnable by a tiny model)."""
+def _dataset(name, split, data_dir=None, shuffle_files=False):
+  """Stand-in `wmt14.dataset` (its TFDS route: tests/test_wmt14.py): English sentences and their 'translations',
+  the same words reversed (learnable by a tiny model)."""
+  import tensorflow as tf
   assert name == "en_de" and data_dir is None
   n = 64 if split == "train" else 8
-  return ({"id": f"wmt14_en_de-{split}-{i}", "source": SENTENCES[i % 4] + f" {i % 7}",
-           "target": " ".join(reversed((SENTENCES[i % 4] + f" {i % 7}").split()))} for i in range(n))
+  sources = [SENTENCES[i % 4] + f" {i % 7}" for i in range(n)]
+  return tf.data.Dataset.from_tensor_slices({"source": sources,
+                                             "target": [" ".join(reversed(s.split())) for s in sources]})
 
 
 @pytest.mark.slow
 def test_tiny_wmt14_run_trains_averages_decodes_and_scores(tmp_path, monkeypatch):
-  monkeypatch.setattr(translate.wmt14, "records", _records)
+  monkeypatch.setattr(translate.wmt14, "dataset", _dataset)
   gin.clear_config(clear_constants=True)
   try:
     assert cli.main(["run", "--gin_file=experiments/wmt14_tiny.gin", f"--gin.RUN_DIR='{tmp_path}'"]) == 0

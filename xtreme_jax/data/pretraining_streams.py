@@ -181,6 +181,14 @@ class _Stream:
     chunk = {k: v.numpy() for k, v in chunk.items()}
     self.pending.extend({k: v[i] for k, v in chunk.items()} for i in range(len(next(iter(chunk.values())))))
 
+  def peek(self):
+    """The prepared example at the cursor, not consumed (for a `prepare` that never gives None)."""
+    if not self.ready:
+      if not self.pending:
+        self._read_chunk()
+      self.ready.append(self.prepare(self.pending[0]))
+    return self.ready[0]
+
   def take(self):
     """The prepared example at the cursor (or the first usable one after it); advances the cursor by one."""
     i = 0

@@ -14,31 +14,24 @@
    (13a, mixed case; the VECO paper's) and case-insensitive tokenised BLEU
    (`evaluation/bleu.py`).
 
-`WmtPairs` is the training set as packed token-count batches
-(`data/packing.py`) held in memory: the tiny CPU run and subsets
-(`limit`). The full WMT14 training sets (4.5M / 36M pairs) need a streamed
-source, which is not here yet.
+The training data is `data/wmt14_batches.WmtStream`: the TFDS training split
+streamed, tokenized and packed into token-count batches, resumable.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import itertools
 import logging
 import os
 from typing import Optional
 
 import jax
-import numpy as np
 
 from xtreme_jax import atomic, errors
 from xtreme_jax.data import wmt14
-from xtreme_jax.data.packing import pack_pairs
-from xtreme_jax.data.sources import FeatureListSource
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.wmt14_batches import WmtStream
 from xtreme_jax.evaluation import bleu
-from xtreme_jax.models.seq2seq import PACKING_KEYS, DecodeSettings, Seq2SeqModel
+from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import _train
@@ -49,63 +42,7 @@ from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class WmtPairs:
-  """A WMT14 split as packed rows: `rows` per batch of `source_len` source tokens each (token count per batch:
-  rows x source_len; VECO's 64k tokens En-De = e.g. 256 rows of 256), sources and targets tokenized by
-  `vocabulary` (targets end with EOS, the decoder starts with BOS), the first `limit` pairs (None: all)."""
-
-  direction: str
-  vocabulary: str
-  split: str = "train"
-  data_dir: Optional[str] = None
-  source_len: int = 256
-  target_len: int = 256
-  rows: int = 256
-  limit: Optional[int] = None
-  seed: int = 0
-
-  def __post_init__(self):
-    wmt14.direction(self.direction)
-
-  @functools.cached_property
-  def vocab(self):
-    return load_vocabulary(self.vocabulary)
-
-  @functools.cached_property
-  def _source(self) -> FeatureListSource:
-    vocab = self.vocab
-    specials = len(vocab.build_inputs([])[0])  # [CLS] source [SEP], as the decoding features (encode_pair)
-    pairs = ((vocab.build_inputs(vocab.encode(r["source"])[: self.source_len - specials])[0],
-              vocab.encode(r["target"])[: self.target_len - 1] + [vocab.eos_id])
-             for r in itertools.islice(wmt14.records(self.direction, self.split, self.data_dir), self.limit))
-    rows = pack_pairs(pairs, self.source_len, self.target_len, vocab.pad_id)
-    for row in rows:
-      row["decoder_start"] = np.asarray(vocab.bos_id, np.int32)
-    logging.info("WMT14 %s %s: %d packed rows", self.direction, self.split, len(rows))
-    keys = ("input_ids", "input_mask", "targets", "decoder_start", *PACKING_KEYS, "target_mask")
-    return FeatureListSource(rows, self.rows, self.seed, weight_keys=("target_mask",), model_keys=keys)
-
-  # The trainer's source interface, over the packed rows.
-  @property
-  def batch_size(self) -> int:
-    return self.rows
-
-  @property
-  def num_examples(self) -> int:
-    return self._source.num_examples
-
-  def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    return self._source.batch(position, host_index, host_count)
-
-  def eval_batches(self, host_index: int = 0, host_count: int = 1):
-    return self._source.eval_batches(host_index, host_count)
-
-  def tokens_per_batch(self, batch: dict) -> int:
-    return self._source.tokens_per_batch(batch)
-
-
-def translate(run_dir: str, model: Seq2SeqModel, train_data: WmtPairs, test_split: str = "test",
+def translate(run_dir: str, model: Seq2SeqModel, train_data: WmtStream, test_split: str = "test",
               test_limit: Optional[int] = None, init_checkpoint: Optional[str] = None, decoder_from: str = "last",
               optimizer: OptimizerConfig = OptimizerConfig(learning_rate=1e-4),
               trainer: TrainerConfig = TrainerConfig(), partition: PartitionConfig = PartitionConfig(),
@@ -131,7 +68,7 @@ def translate(run_dir: str, model: Seq2SeqModel, train_data: WmtPairs, test_spli
   return scores
 
 
-def decode(run_dir: str, model: Seq2SeqModel, data: WmtPairs, records: list[dict], partition: PartitionConfig,
+def decode(run_dir: str, model: Seq2SeqModel, data: WmtStream, records: list[dict], partition: PartitionConfig,
            batch_size: int) -> list[str]:
   """Beam-search translations of `records` with the run's averaged (else newest) parameters."""
   kind = task_kinds.KINDS["generation"]
@@ -143,7 +80,7 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtPairs, records: list[dict
     params, source = averaging.restore_averaged_or_latest(run_dir)
     check_decoder(params, run_dir)
     logging.info("decoding with the parameters of %s", source)
-    runner.init_state(data.batch(0, jax.process_index(), jax.process_count()))  # the parameters' shapes
+    runner.init_state(data.shape_batch(jax.process_index(), jax.process_count()))  # the parameters' shapes
     predicted = predict_features(runner, runner.place_params(params), features, kind.predict_keys, batch_size)
   finally:
     runner.close()
@@ -157,7 +94,7 @@ def check_decoder(params: dict, where: str) -> None:
                              "encoder-decoder run; decode a run of runs/translate.gin (or XGLUE QG / NTG)")
 
 
-def _recipe(data: WmtPairs, settings: DecodeSettings) -> TaskSettings:
+def _recipe(data: WmtStream, settings: DecodeSettings) -> TaskSettings:
   """The generation task kind's recipe that featurises and decodes `data`'s sources as `settings` say."""
   return TaskSettings(seq_len=data.source_len, generation=task_kinds.GenerationSettings(
       target_len=settings.max_length, beam_size=settings.beam_size, alpha=settings.alpha,
