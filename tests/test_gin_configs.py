@@ -20,6 +20,8 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/xglue_veco_large_generation.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/xdae_pretrain.gin": ["VOCAB='v'", "INIT_CHECKPOINT='c'", "RUN_DIR='r'"],
     "experiments/xfnp_pretrain.gin": ["VOCAB='v'", "RUN_DIR='r'"],
+    "experiments/xglue_unicoder_xdae_generation.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
+    "experiments/xglue_unicoder_xfnp_generation.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 
@@ -36,6 +38,19 @@ def test_experiment_parses(experiment):
   real = experiment.startswith(tuple(f"experiments/{b}_{m}" for b in ("xtreme", "xglue") for m in ("mbert", "xlmr")))
   main.parse_gin([experiment], REQUIRED.get(experiment, REAL_DATA if real else []))
   assert gin.query_parameter("%RUN_DIR")
+
+
+@pytest.mark.parametrize("objective,heads,decoder", [("xdae", 8, 6), ("xfnp", 16, 12)])
+def test_unicoder_pretraining_and_fine_tuning_share_the_model(objective, heads, decoder):
+  """The generation fine-tuning experiment builds the model its pretraining experiment trained."""
+  from xtreme_jax.networks import config
+  built = []
+  for experiment, extra in ((f"experiments/{objective}_pretrain.gin", []),
+                            (f"experiments/xglue_unicoder_{objective}_generation.gin", ["DATA_DIR='d'"])):
+    gin.clear_config(clear_constants=True)
+    main.parse_gin([experiment], ["VOCAB='v'", "RUN_DIR='r'", "INIT_CHECKPOINT='c'", *extra])
+    built.append((gin.get_configurable(config.TransformerConfig)(), gin.query_parameter("%DECODER_LAYERS")))
+  assert built[0] == built[1] and built[0][0].num_heads == heads and built[0][1] == decoder
 
 
 def test_a_missing_required_macro_fails_while_parsing():

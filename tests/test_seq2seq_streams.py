@@ -137,20 +137,51 @@ def test_configuration_errors_name_the_problem():
     SeqioSeq2SeqSource(XDAE, languages=("de",)).seqio_task
 
 
-def test_xdae_sample_experiment_trains_and_checkpoints(tmp_path):
+@pytest.mark.parametrize("objective", ["xdae", "xfnp"])
+def test_sample_experiment_trains_and_exports_the_fine_tuning_checkpoint(objective, tmp_path):
+  """experiments/{xdae,xfnp}_pretrain_sample.gin train; `export-seq2seq` writes the encoder-decoder that generation
+  fine-tuning loads (`seq2seq_backbone` takes it as it is; xFNP's stream embeddings are left out)."""
   import gin
+  import jax
+  import orbax.checkpoint as ocp
 
-  from xtreme_jax import cli
+  from xtreme_jax import cli, hf
+  from xtreme_jax.models.base import load_backbone
+  from xtreme_jax.models.seq2seq import Seq2SeqModel
+  from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
+  from xtreme_jax.networks.seq2seq import Seq2SeqConfig
+  run = tmp_path / "run"
   gin.clear_config(clear_constants=True)
   try:
-    assert cli.main(["run", "--gin_file=experiments/xdae_pretrain_sample.gin", f"--gin.RUN_DIR='{tmp_path}'",
+    assert cli.main(["run", f"--gin_file=experiments/{objective}_pretrain_sample.gin", f"--gin.RUN_DIR='{run}'",
                      "--gin.TRAIN_STEPS=2", "--gin.trainer.TrainerConfig.log_every=1",
                      "--gin.trainer.TrainerConfig.progress_bar=False",
                      # one language's task and a 1 + 1 layer model: compiles in a few seconds
-                     f"--gin.TASK='{XDAE}'", "--gin.config.TransformerConfig.num_layers=1",
-                     "--gin.DECODER_LAYERS=1"]) == 0
+                     f"--gin.TASK='pretrain_{objective}_sample_text_de'",
+                     "--gin.config.TransformerConfig.num_layers=1", "--gin.DECODER_LAYERS=1"]) == 0
   finally:
     gin.clear_config(clear_constants=True)
-  summary = json.loads((tmp_path / "summary.json").read_text())
+  summary = json.loads((run / "summary.json").read_text())
   assert len(summary["history"]) == 2 and all(np.isfinite(h["loss"]) and h["loss"] > 0 for h in summary["history"])
-  assert summary["checkpoints"] == [2] and (tmp_path / "checkpoints" / "2").is_dir()
+  assert summary["checkpoints"] == [2] and (run / "checkpoints" / "2").is_dir()
+
+  assert cli.main(["export-seq2seq", str(run), str(tmp_path / "export")]) == 0
+  config, exported = hf.load_imported(str(tmp_path / "export"))
+  with ocp.StandardCheckpointer() as ckptr:
+    params = ckptr.restore(run / "checkpoints" / "2" / "state")["params"]
+  assert ("stream_embeddings" in params) == (objective == "xfnp")  # xFNP's, not exported
+  trained = params["backbone"]
+  assert jax.tree_util.tree_structure(exported) == jax.tree_util.tree_structure(trained)
+  assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(exported),
+                                                   jax.tree_util.tree_leaves(trained)))
+  # generation fine-tuning's initialisation (`pretrained_loader` with the generation kind's transform)
+  model = Seq2SeqModel(config, Seq2SeqConfig(decoder_layers=1))
+  batch = {"input_ids": np.full((1, 4), 5, np.int32), "input_mask": np.ones((1, 4), np.int32),
+           "targets": np.full((1, 3), 6, np.int32), "target_mask": np.ones((1, 3), np.int32),
+           "decoder_start": np.zeros((1,), np.int32)}
+  loaded = load_backbone(model.init(jax.random.PRNGKey(1), batch),
+                         seq2seq_backbone(exported, config, Seq2SeqAssembly(1, fresh_cross_attention=True)), config)
+  assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(loaded["backbone"]),
+                                                   jax.tree_util.tree_leaves(trained)))
+  with pytest.raises(errors.ConfigError, match="has 1 decoder layers but the model 2; set Seq2SeqConfig"):
+    seq2seq_backbone(exported, config, Seq2SeqAssembly(2))

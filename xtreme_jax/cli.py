@@ -16,6 +16,7 @@ commands:
   export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
                                               (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
   export-veco RUN_DIR OUT                      the whole VECO stack (cross-attention included) -> import-hf
+  export-seq2seq RUN_DIR OUT                   an xDAE / xFNP run's encoder-decoder -> import-hf
                                               format: INIT_CHECKPOINT of NLG fine-tuning (QG, NTG, WMT14)
   average-checkpoints RUN_DIR [--last N] [--allow-fewer]
                                               mean parameters of the newest N checkpoints (default 10)
@@ -54,12 +55,13 @@ def _dispatch(argv: list[str]) -> int:
     language_id = int(rest[2]) if len(rest) == 3 else None
     print(f"wrote {veco_assembly.export_encoder(rest[0], rest[1], language_id)}")
     return 0
-  if command == "export-veco":
+  if command in ("export-veco", "export-seq2seq"):
     if len(rest) != 2:
-      print("usage: xtreme-jax export-veco RUN_DIR OUT", file=sys.stderr)
+      print(f"usage: xtreme-jax {command} RUN_DIR OUT", file=sys.stderr)
       return 2
     from xtreme_jax.models import veco_assembly
-    print(f"wrote {veco_assembly.export_veco(rest[0], rest[1])}")
+    export = veco_assembly.export_veco if command == "export-veco" else veco_assembly.export_seq2seq
+    print(f"wrote {export(rest[0], rest[1])}")
     return 0
   if command == "average-checkpoints":
     return _average_checkpoints(rest)

@@ -481,7 +481,7 @@ def load_imported(path: str) -> tuple[TransformerConfig, dict]:
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   path = fs.abspath(path)
   config_path = os.path.join(path, "config.json")
-  what = "an `xtreme-jax import-hf` / `export-encoder` / `export-veco` output (config.json + params)"
+  what = "an `xtreme-jax import-hf` / `export-encoder` / `export-veco` / `export-seq2seq` output (config.json + params)"
   config_dict = read_json(config_path, what)
   try:
     config = TransformerConfig.from_dict(config_dict)
@@ -493,8 +493,12 @@ def load_imported(path: str) -> tuple[TransformerConfig, dict]:
     raise errors.MissingInputError(f"{os.path.join(path, 'params')} does not exist; expected {what}")
   with ocp.StandardCheckpointer() as ckptr:
     stored = ckptr.metadata(os.path.join(path, "params")).item_metadata.tree
-    veco = "cross_attention" in stored.get("encoder", {}).get("layers_0", {})  # `export-veco`: the whole stack
-    params = ckptr.restore(os.path.join(path, "params"), abstract_params(config, cross_attention=veco))
+    if "decoder" in stored:  # `export-seq2seq`: an encoder-decoder, restored as stored
+      target = jax.tree_util.tree_map(lambda m: jax.ShapeDtypeStruct(tuple(m.shape), m.dtype), stored)
+    else:
+      veco = "cross_attention" in stored.get("encoder", {}).get("layers_0", {})  # `export-veco`: the whole stack
+      target = abstract_params(config, cross_attention=veco)
+    params = ckptr.restore(os.path.join(path, "params"), target)
   return config, jax.tree_util.tree_map(np.asarray, params)
 
 

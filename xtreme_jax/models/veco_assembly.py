@@ -97,7 +97,15 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
 
 
 def seq2seq_backbone(pretrained: dict, config: TransformerConfig, assembly: Seq2SeqAssembly) -> dict:
-  """The `Seq2SeqNetwork` tree (embeddings, encoder, decoder) cut from a VECO or encoder checkpoint."""
+  """The `Seq2SeqNetwork` tree (embeddings, encoder, decoder) cut from a VECO or encoder checkpoint, or an
+  encoder-decoder checkpoint (`export_seq2seq`) as it is (its decoder must have `assembly.decoder_layers`)."""
+  if "decoder" in pretrained:
+    layers = sum(k.startswith("layers_") for k in pretrained["decoder"])
+    if layers != assembly.decoder_layers:
+      raise errors.ConfigError(f"the encoder-decoder checkpoint has {layers} decoder layers but the model "
+                               f"{assembly.decoder_layers}; set Seq2SeqConfig.decoder_layers (DECODER_LAYERS) to "
+                               f"{layers}")
+    return {k: v for k, v in pretrained.items() if k in ("embeddings", "encoder", "decoder", "output_projection")}
   out = nlg_encoder_decoder(pretrained, config, assembly)
   return {k: out[k] for k in ("embeddings", "encoder", "decoder")}
 
@@ -127,19 +135,33 @@ def export_veco(run_dir: str, out_dir: str) -> str:
   return out_dir
 
 
+def export_seq2seq(run_dir: str, out_dir: str) -> str:
+  """Write the encoder-decoder of an xDAE or xFNP pretraining run's newest checkpoint in the `import-hf`
+  format, the INIT_CHECKPOINT of generation fine-tuning (`seq2seq_backbone` takes it as it is). xFNP's
+  predicting-stream embeddings (outside the backbone) are left out: fine-tuning decodes with the one-stream
+  decoder."""
+  from xtreme_jax import hf
+  config, params = _newest_run_params(run_dir, out_dir)
+  if "decoder" not in params:
+    raise errors.ConfigError(f"{run_dir} is not an encoder-decoder run (no params/backbone/decoder); export-seq2seq "
+                             "takes xDAE / xFNP pretraining runs (VECO: export-veco, encoders: export-encoder)")
+  hf.save_imported(out_dir, config, to_numpy(params))
+  return out_dir
+
+
 def _newest_run_params(run_dir: str, out_dir: str) -> tuple[TransformerConfig, dict]:
-  """(model config, backbone parameters) of the newest checkpoint of a VECO pretraining run; refuses a non-empty
+  """(model config, backbone parameters) of the newest checkpoint of a pretraining run; refuses a non-empty
   `out_dir` first."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
 
   from xtreme_jax import hf
   config_path = os.path.join(run_dir, "run_config.json")
-  run_config = hf.read_json(config_path, "the run_config.json of a VECO pretraining run")
+  run_config = hf.read_json(config_path, "the run_config.json of a pretraining run")
   try:
     config = TransformerConfig.from_dict({k: v for k, v in run_config["model"]["config"].items() if k != "class"})
   except (KeyError, TypeError, AttributeError) as e:
     raise errors.DataError(f"{config_path}: no model.config object ({type(e).__name__}: {e}); expected the "
-                           "run_config.json of a VECO pretraining run") from e
+                           "run_config.json of a pretraining run") from e
   except errors.UserError as e:
     raise type(e)(f"{config_path}: {e}") from e
   hf.refuse_non_empty(os.path.abspath(out_dir))  # before the restore
@@ -147,7 +169,7 @@ def _newest_run_params(run_dir: str, out_dir: str) -> tuple[TransformerConfig, d
   step = manager.latest_step()
   if step is None:
     manager.close()
-    raise errors.MissingInputError(f"{run_dir}/checkpoints holds no checkpoint; expected a VECO pretraining run")
+    raise errors.MissingInputError(f"{run_dir}/checkpoints holds no checkpoint; expected a pretraining run")
   restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
                                                             meta=ocp.args.JsonRestore()))
   manager.close()
