@@ -96,7 +96,7 @@ def test_export_encoder_errors_are_one_line(tmp_path, capsys):
   run.mkdir()
   assert cli.main(["export-encoder", str(run), str(tmp_path / "out")]) == 2
   err = capsys.readouterr().err
-  assert err == f"error: {run / 'run_config.json'} does not exist; expected the run_config.json of a VECO " \
+  assert err == f"error: {run / 'run_config.json'} does not exist; expected the run_config.json of a " \
                 "pretraining run\n"
   (run / "run_config.json").write_text('{"model": {"config": {"vocab_size": 64, "hidden_sise": 32}}}')
   assert cli.main(["export-encoder", str(run), str(tmp_path / "out")]) == 2

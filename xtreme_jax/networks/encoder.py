@@ -35,17 +35,28 @@ class EncoderLayer(nn.Module):
     return FeedForward(self.config, self.deterministic, name="feed_forward")(x)
 
 
+class Fusion(NamedTuple):
+  """Layers `start` .. `stop - 1` attend with `mask` instead of the input mask (FILTER's fusion layers)."""
+
+  mask: Array  # (batch, queries, keys)
+  start: int
+  stop: int
+
+
 class _ScannedLayer(nn.Module):
-  """`EncoderLayer` in the (carry, x) -> (carry, y) form `nn.scan` needs."""
+  """`EncoderLayer` in the (carry, x) -> (carry, y) form `nn.scan` needs; with `fused` (scanned per layer)
+  it attends with `fusion_mask` where `fused` is true."""
 
   config: TransformerConfig
   deterministic: bool = True
   collect: bool = False
 
   @nn.compact
-  def __call__(self, x: Array, input_mask: Array):
+  def __call__(self, x: Array, input_mask: Array, fusion_mask: Optional[Array] = None,
+               fused: Optional[Array] = None):
     layer = nn.remat(EncoderLayer) if self.config.remat else EncoderLayer
-    x = layer(self.config, self.deterministic, name="layer")(x, input_mask)
+    mask = input_mask if fused is None else jax.numpy.where(fused, fusion_mask, input_mask)
+    x = layer(self.config, self.deterministic, name="layer")(x, mask)
     return x, (x if self.collect else None)
 
 
@@ -53,30 +64,37 @@ class Encoder(nn.Module):
   """A stack of `num_layers` EncoderLayers, unrolled or scanned.
 
   Returns the final states and, with `return_all=True`, the output of every
-  layer stacked on a leading axis (embeddings excluded).
+  layer stacked on a leading axis (embeddings excluded). With `fusion`, the
+  layers it names attend with its mask (`input_mask` then is a whole
+  (batch, queries, keys) mask too).
   """
 
   config: TransformerConfig
   deterministic: bool = True
 
   @nn.compact
-  def __call__(self, x: Array, input_mask: Array, return_all: bool = False):
+  def __call__(self, x: Array, input_mask: Array, return_all: bool = False, fusion: Optional[Fusion] = None):
     cfg = self.config
     if cfg.scan_layers:
+      extra, in_axes = (), nn.broadcast
+      if fusion is not None:
+        layer = jax.numpy.arange(cfg.num_layers)
+        extra, in_axes = (fusion.mask, (layer >= fusion.start) & (layer < fusion.stop)), (nn.broadcast,) * 2 + (0,)
       stack = nn.scan(
           _ScannedLayer,
           variable_axes={"params": 0},
           split_rngs={"params": True, "dropout": True},
-          in_axes=nn.broadcast,
+          in_axes=in_axes,
           length=cfg.num_layers,
           metadata_params={nn.PARTITION_NAME: "layers"},
       )(cfg, self.deterministic, return_all, name="layers")
-      x, all_states = stack(x, input_mask)
+      x, all_states = stack(x, input_mask, *extra)
       return x, all_states
     layer_cls = nn.remat(EncoderLayer) if cfg.remat else EncoderLayer
     states = []
     for i in range(cfg.num_layers):
-      x = layer_cls(cfg, self.deterministic, name=f"layers_{i}")(x, input_mask)
+      fused = fusion is not None and fusion.start <= i < fusion.stop
+      x = layer_cls(cfg, self.deterministic, name=f"layers_{i}")(x, fusion.mask if fused else input_mask)
       states.append(x)
     return x, (jax.numpy.stack(states) if return_all else None)
 
