@@ -20,6 +20,9 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/xglue_veco_large_generation.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/xdae_pretrain.gin": ["VOCAB='v'", "INIT_CHECKPOINT='c'", "RUN_DIR='r'"],
     "experiments/xfnp_pretrain.gin": ["VOCAB='v'", "RUN_DIR='r'"],
+    "experiments/xtreme_filter_xlmr_large.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/xtreme_filter_grid.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/xglue_filter_xlmr_large.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/xglue_unicoder_xdae_generation.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/xglue_unicoder_xfnp_generation.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
 }
@@ -51,6 +54,21 @@ def test_unicoder_pretraining_and_fine_tuning_share_the_model(objective, heads, 
     main.parse_gin([experiment], ["VOCAB='v'", "RUN_DIR='r'", "INIT_CHECKPOINT='c'", *extra])
     built.append((gin.get_configurable(config.TransformerConfig)(), gin.query_parameter("%DECODER_LAYERS")))
   assert built[0] == built[1] and built[0][0].num_heads == heads and built[0][1] == decoder
+
+
+def test_filter_recipes_set_the_released_depths_and_the_grid_point():
+  from xtreme_jax.runs import xtreme
+  main.parse_gin(["experiments/xtreme_filter_xlmr_large.gin"], ["DATA_DIR='d'", "RUN_DIR='r'"])
+  tasks = gin.get_configurable(xtreme.FinetuneSettings)().tasks
+  assert {k: (t.filter.local_layers, t.filter.fusion_layers, t.batch_size) for k, t in tasks.items()
+          if k in ("xnli", "udpos", "squad", "tydiqa")} == {"xnli": (1, 1, 64), "udpos": (1, 1, 64),
+                                                            "squad": (1, 20, 64), "tydiqa": (1, 20, 64)}
+  gin.clear_config(clear_constants=True)
+  main.parse_gin(["experiments/xtreme_filter_grid.gin"], ["DATA_DIR='d'", "RUN_DIR='r'", "FILTER_DEPTHS=(10, 1)"])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  assert settings.setting == "filter_teacher"
+  assert {(t.filter.local_layers, t.filter.fusion_layers) for t in settings.tasks.values()
+          if isinstance(t, xtreme.TaskSettings)} == {(10, 1)}
 
 
 def test_a_missing_required_macro_fails_while_parsing():

@@ -3,9 +3,10 @@
 `XglueData(data_dir)` offers the run mode (`runs/xtreme.py`) and the seqio
 tasks (`tasks/xglue.py`) the interface of `xtreme_data.XtremeData`: `read`,
 `available`, `location`, `benchmark`. XGLUE has no TFDS builders and no
-translation kinds; a language's training data other than English (the
-pivot-language and multi-language settings) is read from the layout's path
-for that language (`registry/xglue.py`). The location of a generation task's
+translation kinds (`translations_dir`: the user's translations, which only
+FILTER's pairs read, `filter_pairs`); a language's training data other than
+English (the pivot-language and multi-language settings) is read from the
+layout's path for that language (`registry/xglue.py`). The location of a generation task's
 split (QG, NTG) is its source (`.src.`) file, the one its predictions follow
 line by line; `target_location` is the file of its references.
 """
@@ -27,9 +28,8 @@ class XglueData:
 
   source: str = "official"
   data_dir: Optional[str] = None
-  translations_dir: Optional[str] = None  # XGLUE ships no translations: must stay None
+  translations_dir: Optional[str] = None  # XGLUE ships none: the user's, for FILTER's pairs (`filter_pairs`)
   benchmark: ClassVar[BenchmarkSpec] = XGLUE
-  translations_root: ClassVar[Optional[str]] = None
 
   def __post_init__(self):
     if self.source != "official":
@@ -37,8 +37,11 @@ class XglueData:
                                "(DATA_DIR: the unpacked xglue_full_dataset folder)")
     if not self.data_dir:
       raise errors.ConfigError("XGLUE needs data_dir: the unpacked xglue_full_dataset folder")
-    if self.translations_dir:
-      raise errors.ConfigError("XGLUE has no translation settings: leave TRANSLATIONS_DIR unset")
+
+  @property
+  def translations_root(self) -> Optional[str]:
+    """The user's translations (FILTER's pairs); XGLUE publishes none."""
+    return self.translations_dir
 
   def read(self, task: str, language: str, split: str):
     return xglue_readers.read(task, self.data_dir, language, split)

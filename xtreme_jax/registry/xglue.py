@@ -89,5 +89,5 @@ XGLUE = BenchmarkSpec(
     categories={"understanding": ("NER", "POS", "NC", "MLQA", "XNLI", "PAWSX", "QADSM", "WPR", "QAM"),
                 "generation": ("QG", "NTG")},
     scale=1.0,
-    settings=("zero_shot", "pivot_language", "multi_language", "multi_task"),
+    settings=("zero_shot", "pivot_language", "multi_language", "multi_task", "filter_teacher", "filter_student"),
     submission_file="{task}/{lg}.prediction")

@@ -75,6 +75,13 @@ class FilterSettings:
     v.require(self, "teachers", v.positive_int, "a positive integer")
 
 
+def with_depths(depths: Sequence[int], settings: FilterSettings = FilterSettings()) -> FilterSettings:
+  """`settings` with (m, k) = `depths`: the m x k grid sweeps one Gin macro (`experiments/*_filter_grid.gin`)."""
+  if isinstance(depths, str) or len(depths) != 2:
+    raise errors.ConfigError(f"FILTER depths = {depths!r}; expected (local_layers m, fusion_layers k), e.g. (1, 10)")
+  return dataclasses.replace(settings, local_layers=depths[0], fusion_layers=depths[1])
+
+
 def base_kind_name(base: task_kinds.Kind) -> str:
   """The `_SIDE_KEYS` / `KL_WEIGHTS` name of a base kind (ConfigError for kinds FILTER does not take)."""
   if isinstance(base, task_kinds.SpanQa):
@@ -147,7 +154,7 @@ class Filter(task_kinds.Kind):
       for j, window in enumerate(target):
         mate = source[min(j, len(source) - 1)]
         row = {**window, **{"source_" + k: mate[k] for k in side_keys}}
-        if self.student and self.name == "span_qa":
+        if self.name == "span_qa":  # the student's KL units (teacher and student rows stay the same)
           row["window_weights"] = np.asarray(1.0, np.float32)
         out.append(row)
         owners.append(i)

@@ -127,7 +127,7 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
-from xtreme_jax.runs import task_kinds
+from xtreme_jax.runs import filter_kinds, soft_labels, task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
@@ -147,6 +147,12 @@ def predict_features(trainer: Trainer, params: Any, features: list, keys: tuple,
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)
 
 
+def filter_pairs():
+  """`data/filter_pairs` (FILTER's paired data), imported when a FILTER setting reads pairs."""
+  from xtreme_jax.data import filter_pairs as module  # pylint: disable=g-import-not-at-top
+  return module
+
+
 def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:
   """The benchmark's tasks that are not fine-tuned (XTREME's BUCC and Tatoeba: `RetrievalSettings` keys)."""
   return tuple(t.name for t in benchmark.tasks if not t.fine_tuned)
@@ -161,6 +167,7 @@ RETRIEVAL_TASKS = retrieval_tasks(XTREME)
 FINETUNED = finetuned_models(XTREME)  # XTREME's settings keys
 IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
 TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
+FILTER_SETTINGS = ("filter_teacher", "filter_student")
 # Every benchmark's settings (`BenchmarkSpec.settings`; a run allows its benchmark's only).
 SETTINGS = tuple(dict.fromkeys(s for b in BENCHMARKS.values() for s in b.settings))
 DATA = {"xtreme": XtremeData, "xglue": XglueData}  # benchmark -> its data class (read / available / location)
@@ -219,7 +226,8 @@ class TaskSettings:
   tasks without dev data always use). See the module doc. `ranking_head`:
   the head of a ranking task (XGLUE WPR), `classification` over the ratings or
   rounded `regression` (`runs/task_kinds.py`). `generation`: the encoder-decoder,
-  target length and decoding of a generation task (XGLUE QG / NTG).
+  target length and decoding of a generation task (XGLUE QG / NTG). `filter`:
+  FILTER's layers, self-teaching and inference pairs (the FILTER settings).
   """
 
   epochs: float = 5.0
@@ -236,6 +244,7 @@ class TaskSettings:
   selection: str = "english_dev"
   ranking_head: str = "classification"
   generation: task_kinds.GenerationSettings = task_kinds.GenerationSettings()
+  filter: filter_kinds.FilterSettings = filter_kinds.FilterSettings()
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -257,6 +266,7 @@ class TaskSettings:
     v.require(self, "ranking_head", lambda x: x in RANKING_HEADS, f"one of {RANKING_HEADS}")
     v.require(self, "generation", lambda g: isinstance(g, task_kinds.GenerationSettings),
               "a task_kinds.GenerationSettings")
+    v.require(self, "filter", lambda f: isinstance(f, filter_kinds.FilterSettings), "a filter_kinds.FilterSettings")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -515,17 +525,32 @@ class XtremeRunner:
     self.pseudo_scores_path = named["pseudo_scores"]
     self.pseudo_labels = os.path.join(run_dir, "pseudo-labels")
     self._model_in_memory = (None, None)
+    self._training_rows = (None, None)  # FILTER: (key, (examples, features, owners)) of the last training set
     self._records: dict[str, PredictionRecords] = {}
     self.models: dict[str, str] = {}  # every fine-tuned model this run used -> its settings key
     self.resumed_with_overrides: list[str] = []  # models this run resumed with `resume_overrides`
 
   def read(self, task: str, language: str, split: str):
-    """Every read of benchmark data goes through here: an official split, or a translation kind."""
+    """Every read of benchmark data goes through here: an official split, or a translation kind. In the FILTER
+    settings a fine-tuned task's examples are pairs (`filter_pairs`): `filter_train` the training pairs of
+    one language, dev and test the inference pairs."""
+    if self.filtering and split == "filter_train":
+      return filter_pairs().training_pairs(task, self.data, [language], self.translations_dir)
+    if self.filtering and split in ("dev", "test") and task not in RETRIEVAL_TASKS:
+      return filter_pairs().inference_pairs(task, self.data, language, split, self.recipe(task).filter.english,
+                                            self.translations_dir)
     return self.data.read(task, language, split)
 
   def available(self, task: str, language: str, split: str) -> bool:
     """Whether `read(task, language, split)` has data to read."""
+    if split == "filter_train":
+      return filter_pairs().has_training_pairs(task, self.data, language, self.translations_dir)
     return self.data.available(task, language, split)
+
+  @property
+  def filtering(self) -> bool:
+    """Whether this run is one of the FILTER settings (teacher or student)."""
+    return self.settings.setting in FILTER_SETTINGS
 
   def records(self, directory: str) -> PredictionRecords:
     if directory not in self._records:
@@ -540,13 +565,20 @@ class XtremeRunner:
     """Whether `task` is fine-tuned in the shared multi-task model (setting multi_task, one of `multi_tasks`)."""
     return self.settings.setting == "multi_task" and task in self.settings.multi_tasks
 
-  def kind(self, task: str) -> task_kinds.Kind:
-    """What fine-tuning does for `task`: its kind (`task_kinds.of`), or the multi-task kind of its model."""
+  def kind(self, task: str, student: Optional[bool] = None) -> task_kinds.Kind:
+    """What fine-tuning does for `task`: its kind (`task_kinds.of`), or the multi-task kind of its model; in the
+    FILTER settings that kind on pairs (`filter_kinds.Filter`), the teacher or (`student`, default: the
+    setting's) the student."""
     if self.multi_task(task):
       return task_kinds.MultiTask([self.spec(t) for t in self.settings.multi_tasks])
     if self.spec(task).kind == "ranking" and self.recipe(task).ranking_head == "regression":
-      return task_kinds.RankingRegression()
-    return task_kinds.of(self.spec(task))
+      base = task_kinds.RankingRegression()
+    else:
+      base = task_kinds.of(self.spec(task))
+    if not self.filtering:
+      return base
+    student = self.settings.setting == "filter_student" if student is None else student
+    return filter_kinds.Filter(base, self.recipe(task).filter, student)
 
   def recipe_key(self, task: str) -> str:
     """The `FinetuneSettings.tasks` key of `task`'s model (the multi-task model: its first task's)."""
@@ -578,9 +610,14 @@ class XtremeRunner:
     translate_train: English + the translation into `language` (English and
     languages without a translation: English only); translate_train_all:
     English + every translation on disk; translate_test: English (the zero-shot
-    model). Tasks without translations stay zero-shot.
+    model). Tasks without translations stay zero-shot. filter_teacher /
+    filter_student: one model on the FILTER training pairs of every language
+    (`filter_sources`).
     """
     spec, setting = self.spec(task), self.settings.setting
+    if setting in FILTER_SETTINGS:
+      stage = "student" if setting == "filter_student" else "teacher"
+      return f"{spec.model}_filter_{stage}", self.filter_sources(task), None
     if self.multi_task(task):
       return ("multi_task_" + "_".join(self.settings.multi_tasks),
               tuple(self.spec(t).train for t in self.settings.multi_tasks), None)
@@ -644,8 +681,8 @@ class XtremeRunner:
       if not self.available(*src):
         raise errors.MissingInputError(f"{src[0]} {src[2]} data for {src[1]} not found: expected "
                                        f"{self.data.location(*src)}")
-    if split == "translate_test":
-      self.read(task, language, split)  # reading checks the alignment with the original test set
+    if split == "translate_test" or (self.filtering and task not in RETRIEVAL_TASKS):
+      self.read(task, language, split)  # reading checks the alignment with the original test set / the pairs
 
   # -- fine-tuned models -----------------------------------------------------
 
@@ -676,18 +713,25 @@ class XtremeRunner:
                    else f"mean dev {name} over {n} language" + "s" * (n > 1))
     return {"criterion": criterion, "metric": metric, "dev": tuple(devs)}
 
-  def model_spec(self, task: str, name: str, sources: tuple, limit: Optional[int]) -> dict:
+  def model_spec(self, task: str, name: str, sources: tuple, limit: Optional[int], student: Optional[bool] = None,
+                 seed: Optional[int] = None) -> dict:
     """What defines fine-tuned model `name`, short of its step count (which needs the featurised data).
 
     The optimizer is a top-level key, as in `runs/train.py`, so that
     RESUME_OVERRIDES ({"optimizer": {...}}) address it the same way.
+    `student` / `seed`: a FILTER teacher trained by a student run, and its seed.
+    A FILTER student's spec names its teachers' identities (a retrained
+    teacher retrains the student).
     """
     s, generation = self.recipe(task), self.spec(task).kind == "generation"
-    # `generation` only where it applies: the fingerprints of other models stay as before it existed
-    settings = {k: v for k, v in describe(s).items() if k != "optimizer" and (generation or k != "generation")}
+    # `generation` / `filter` only where they apply: the fingerprints of other models stay as before they existed
+    skip = {"optimizer"} | ({"generation"} if not generation else set()) | ({"filter"} if not self.filtering else set())
+    settings = {k: v for k, v in describe(s).items() if k not in skip}
+    kind = self.kind(task, student)
+    seed = self.settings.seed if seed is None else seed
     spec = {"mode": f"{self.benchmark.name}-finetune",
-            "model": describe(self.kind(task).model(self.spec(task), self.config, s, self.vocab)), "train": sources,
-            "limit": limit, "settings": {**settings, "seed": self.settings.seed}, "optimizer": describe(s.optimizer),
+            "model": describe(kind.model(self.spec(task), self.config, s, self.vocab)), "train": sources,
+            "limit": limit, "settings": {**settings, "seed": seed}, "optimizer": describe(s.optimizer),
             "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
             "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
     if self.data.source != "official":
@@ -696,6 +740,8 @@ class XtremeRunner:
       spec["language_rates"] = self.language_rates(sources)
     if any(src[2] in TRANSLATION_KINDS for src in sources):
       spec["translations"] = [self.data.location(*src) for src in sources if src[2] in TRANSLATION_KINDS]
+    if getattr(kind, "student", False):
+      spec["teachers"] = [(self.finished_model(n) or {}).get("identity") for n in self.teacher_names(task)]
     return spec
 
   def finished_model(self, name: str, summary: Optional[dict] = None) -> Optional[dict]:
@@ -726,24 +772,36 @@ class XtremeRunner:
     return self._model_in_memory[1]
 
   def _finetune(self, task: str, name: str, sources: tuple, limit: Optional[int]):
+    """Train (or resume, or reload when finished) `name`; (trainer, the parameters `selection` chose). A
+    FILTER teacher also writes the soft labels of its training rows (`teacher_soft_labels`)."""
+    result = self._train(task, name, sources, limit)
+    if self.settings.setting == "filter_teacher":
+      self.teacher_soft_labels(task, sources, limit)
+    return result
+
+  def _train(self, task: str, name: str, sources: tuple, limit: Optional[int], student: Optional[bool] = None,
+             seed: Optional[int] = None):
     """Train (or resume, or reload when finished) `name` in its own run directory; (trainer, the parameters
-    `selection` chose: the best on dev, or the final ones)."""
+    `selection` chose: the best on dev, or the final ones). `student` / `seed`: as `model_spec`."""
     spec = self.spec(task)
-    kind, s = self.kind(task), self.recipe(task)
+    kind, s = self.kind(task, student), self.recipe(task)
+    seed = self.settings.seed if seed is None else seed
     examples, features, owners = self.training_features(task, sources, limit)
-    source = FeatureListSource(features, s.batch_size, self.settings.seed, weight_keys=(kind.weight_key,),
+    if getattr(kind, "student", False):
+      features = filter_kinds.with_soft_labels(features, self.teacher_soft_labels(task, sources, limit))
+    source = FeatureListSource(features, s.batch_size, seed, weight_keys=(kind.weight_key,),
                                model_keys=kind.model_keys)
     steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
     selection = self.selection(task)
     if selection is None and s.selection != "final" and kind.selection is not None:
       logging.warning("%s: no dev data for the %s selection; the final model predicts", name, s.selection)
     config = TrainerConfig(train_steps=steps, accum_steps=s.accum_steps, log_every=min(self.settings.log_every, steps),
-                           checkpoint_every=steps, keep_checkpoints=1, seed=self.settings.seed,
+                           checkpoint_every=steps, keep_checkpoints=1, seed=seed,
                            eval_every=s.eval_interval(len(features)) if selection else None,
                            select_metric=selection["metric"] if selection else None)
     dev = self._dev_sets(task, s, selection) if selection else None  # all data is read before training starts
     run_dir = self.model_dir(name)
-    fingerprint = {**self.model_spec(task, name, sources, limit), "steps": steps}
+    fingerprint = {**self.model_spec(task, name, sources, limit, student, seed), "steps": steps}
     with RunDirectory(run_dir, fingerprint, overrides=self._overrides(name)) as claim:
       claim.check()
       trainer = Trainer(kind.model(spec, self.config, s, self.vocab), apply_overrides(claim, s.optimizer), config,
@@ -755,11 +813,52 @@ class XtremeRunner:
       try:
         loader = pretrained_loader(self.init_checkpoint, self.config, kind.pretrained(s, self.config))
         state, summary = trainer.fit(source, None, loader, evaluator)
-        self._measure_train_accuracy(spec, s, name, summary, trainer, state.params, examples, features, owners)
+        self._measure_train_accuracy(spec, s, name, summary, trainer, state.params, examples, features, owners, kind)
         best = trainer.restore_best_params() if selection else None
       finally:
         trainer.close()
     return trainer, state.params if best is None else best
+
+  def filter_sources(self, task: str) -> tuple:
+    """The FILTER training sources of `task`'s model, ((task, language, "filter_train"), ...): English and
+    every language of the model's tasks with training pairs on disk (`FinetuneSettings.train_languages`: of
+    those, only these), read as the model's first task (XQuAD and MLQA share SQuAD's pairs)."""
+    members = [t for t in self.benchmark.tasks if t.fine_tuned and t.model == self.spec(task).model]
+    first, wanted = members[0].name, self.settings.train_languages
+    languages = dict.fromkeys(["en"] + [lg for t in members for lg in t.test_languages])
+    return tuple((first, lg, "filter_train") for lg in languages
+                 if (wanted is None or lg in wanted) and self.available(first, lg, "filter_train"))
+
+  def teacher_names(self, task: str) -> list[str]:
+    """The model names of `task`'s FILTER teachers (`FilterSettings.teachers`; seeds seed, seed + 1, ...)."""
+    base = f"{self.spec(task).model}_filter_teacher"
+    return [base] + [f"{base}_seed{self.settings.seed + i}" for i in range(1, self.recipe(task).filter.teachers)]
+
+  def teacher_soft_labels(self, task: str, sources: tuple, limit: Optional[int]) -> dict[str, np.ndarray]:
+    """The teachers' target-side logits for the training rows (`soft_labels`), from the first teacher's
+    directory; missing or stale ones are made by training (or reloading) the teachers and predicting the rows,
+    unless a student run may not (`FilterSettings.train_teacher=False`: refused, naming the expected file)."""
+    s, key, names = self.recipe(task), self.recipe_key(task), self.teacher_names(task)
+    kind = self.kind(task, student=False)
+    _, features, _ = self.training_features(task, sources, limit)
+    digest, directory = soft_labels.rows_digest(features), self.model_dir(names[0])
+    identities = lambda: [(self.finished_model(n) or {}).get("identity") for n in names]  # noqa: E731
+    try:
+      return soft_labels.load(directory, key, digest, identities())
+    except errors.ConfigError:
+      if self.settings.setting == "filter_student" and not s.filter.train_teacher:
+        raise
+    outputs = []
+    for i, name in enumerate(names):
+      self.models.setdefault(name, key)
+      trainer, params = self._train(task, name, sources, limit, student=False, seed=self.settings.seed + i)
+      _say(f"{name}: soft labels of {len(features)} training windows")
+      outputs.append(kind.soft_labels(predict_features(trainer, params, features, kind.predict_keys, s.batch_size)))
+      del trainer, params
+    arrays = {k: soft_labels.average([o[k] for o in outputs]) for k in kind.soft_label_keys}
+    if jax.process_index() == 0:
+      logging.info("wrote %s", soft_labels.save(directory, key, digest, identities(), arrays))
+    return arrays
 
   def language_rates(self, sources: tuple) -> Optional[dict]:
     """{language: weight} of a multi-language model with `FinetuneSettings.language_rates` (None otherwise)."""
@@ -772,6 +871,14 @@ class XtremeRunner:
     """(examples, features, owners) of `task`'s model's training data; each source is featurised as its own
     task (the multi-task model's sources are several tasks)."""
     kind, s = self.kind(task), self.recipe(task)
+    if self.filtering:  # the teachers and the student train on the same rows: featurised once
+      cached = self._training_rows
+      if cached[0] != (self.recipe_key(task), sources, limit):
+        self._training_rows = (None, None)
+        examples = self.training_examples(sources, limit)
+        self._training_rows = ((self.recipe_key(task), sources, limit),
+                               (examples, *kind.features(self.spec(task), examples, self.vocab, s, training=True)))
+      return self._training_rows[1]
     if not self.multi_task(task):
       examples = self.training_examples(sources, limit)
       return (examples, *kind.features(self.spec(task), examples, self.vocab, s, training=True))
@@ -838,7 +945,8 @@ class XtremeRunner:
     means = [sum(scores.values()) / len(scores) for scores in by_task.values()]
     return {**(each if len(each) > 1 else {}), metric: sum(means) / len(means)}
 
-  def _measure_train_accuracy(self, spec, s, name, summary, trainer, params, examples, features, owners) -> None:
+  def _measure_train_accuracy(self, spec, s, name, summary, trainer, params, examples, features, owners,
+                              kind: task_kinds.Kind) -> None:
     """Predict the first `train_accuracy_examples` training examples once; saved beside the model."""
     n = len(examples) if self.settings.train_accuracy_examples is None else self.settings.train_accuracy_examples
     keep = [k for k, owner in enumerate(owners) if owner < n]
@@ -847,7 +955,6 @@ class XtremeRunner:
     if not keep or model is None or (_read_json(path) or {}).get("model") == model["identity"]:
       return  # nothing to predict, or measured when this model was trained
     subset = examples[:n]
-    kind = self.kind(spec.name)
     predicted = self._decode(spec, s, trainer, params, subset, [features[k] for k in keep],
                              [owners[k] for k in keep], kind)
     if jax.process_index() == 0:
@@ -1206,7 +1313,8 @@ def run_fingerprint(runner: XtremeRunner) -> dict:
   seed. Not the task / language selection, the setting, the labels, PSEUDO_TEST or the partitioning (module doc)."""
   s = runner.settings
   bench = runner.benchmark
-  recipes = {**{k: describe(s.recipe(k)) for k in finetuned_models(bench)},
+  # FILTER's settings are each FILTER model's own (`model_spec`): run directories of other settings stay valid
+  recipes = {**{k: {f: v for f, v in describe(s.recipe(k)).items() if f != "filter"} for k in finetuned_models(bench)},
              **{k: describe(s.retrieval(k)) for k in retrieval_tasks(bench)}}
   return {"mode": bench.name, "model": describe(runner.config), "vocabulary": runner.vocabulary,
           "data_source": runner.data.source, "data_dir": fs.abspath(runner.data_dir) if runner.data_dir else None,
@@ -1241,8 +1349,8 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
           labels_dir: Optional[str] = None, tasks: Sequence[str] = XGLUE.task_names,
           languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
-          split: str = "test", resume_overrides: Optional[dict] = None) -> dict:
-  """Runs XGLUE's understanding tasks in `settings.setting` (zero_shot, pivot_language, multi_language).
+          split: str = "test", resume_overrides: Optional[dict] = None, translations_dir: Optional[str] = None) -> dict:
+  """Runs XGLUE's tasks in `settings.setting` (`XGLUE.settings`).
 
   `data_dir`: the unpacked `xglue_full_dataset` folder. `split`: the split
   predicted, `test` (the leaderboard submission, `<run_dir>/submission/`)
@@ -1250,17 +1358,21 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   `<TASK>/<lg>.prediction`. With `labels_dir` (a folder in the dataset
   layout whose `split` files carry labels: for dev, `data_dir` itself) the
   submission is scored as the official scorer does (`xglue_scorer`) and the
-  report written. The rest as `xtreme`.
+  report written. `translations_dir`: your translations of XGLUE's data, which
+  the FILTER settings pair with it (`data/filter_pairs.py`). The rest as
+  `xtreme`.
   """
   _require(split in ("dev", "test"), f"SPLIT={split!r}; expected 'dev' or 'test'")
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
-                        resume_overrides=resume_overrides, benchmark="xglue", split=split)
+                        translations_dir, resume_overrides=resume_overrides, benchmark="xglue", split=split)
   return _run(runner, tasks, languages, labels_dir)
 
 
 def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], labels_dir: Optional[str],
          pseudo_test: bool = False) -> dict:
   """Claims the run directory, checks everything (`check_run`), then `run_benchmark`."""
+  _require(not (pseudo_test and runner.filtering), "PSEUDO_TEST=True with a FILTER setting: the pseudo test sets "
+           "have no English side to pair with; run them in another setting")
   with RunDirectory(runner.run_dir, run_fingerprint(runner), known=RUN_ENTRIES) as claim:
     resumed = claim.check()
     plan = check_run(runner, tasks, languages, labels_dir)
