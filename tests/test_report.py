@@ -272,3 +272,17 @@ def test_xglue_report_shows_generation_tasks_as_bleu_columns():
   assert ("## QG\n\n| Metric | en | de | es | fr | it | pt | avg |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
           "| BLEU | 15.0 | 5.0 | 10.0 | 4.0 | 16.0 | 8.0 | 9.7 |") in md
   assert "![QG: BLEU per language](plots/QG.png)" in md
+
+
+def test_settings_table_puts_each_settings_scores_side_by_side():
+  from xtreme_jax.evaluation import report as rep
+  xtreme_like = {"translate_train": rep.results_from_metrics({"xnli": {"en": 80.0, "de": 70.0}}),
+                 "filter_student": rep.results_from_metrics({"xnli": {"en": 82.0}})}
+  table = rep.settings_table(xtreme_like)
+  assert "| Language | translate_train | filter_student |" in table
+  assert "| en | 80.0 | 82.0 |" in table and "| de | 70.0 | - |" in table
+  assert "| **mean** | 75.0 | 82.0 |" in table
+  xglue_like = {"zero_shot": {"tasks": {"XNLI": {"en": 0.8, "de": 0.6, "avg": 0.7}}},
+                "filter_teacher": {"tasks": {"XNLI": {"en": 0.9, "de": 0.7, "avg": 0.8}}}}
+  assert rep.language_scores(xglue_like["filter_teacher"]) == {"XNLI": {"en": 90.0, "de": 70.0}}
+  assert "| **mean** | 70.0 | 80.0 |" in rep.settings_table(xglue_like)

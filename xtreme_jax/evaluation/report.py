@@ -584,6 +584,37 @@ def write_report(results: Mapping, out_dir: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------
+# Settings side by side (translate-train against FILTER).
+
+COMPARED_SETTINGS = ("zero_shot", "translate_train", "translate_train_all", "filter_teacher", "filter_student")
+
+
+def language_scores(results: Mapping) -> dict[str, dict[str, float]]:
+  """{task: {language: score, 0-100}} of an XTREME (`score_submission`) or XGLUE (`xglue_scorer`) result."""
+  tasks = results.get("tasks", {})
+  if all(isinstance(t, Mapping) and "languages" not in t for t in tasks.values()):  # XGLUE: {lg: 0-1, "avg"}
+    return {task: {lg: 100 * v for lg, v in scores.items() if lg != "avg" and v is not None}
+            for task, scores in tasks.items()}
+  return {task: {lg: _score(task, m) for lg, m in t["languages"].items()}
+          for task, t in _normalise(results)["tasks"].items()}
+
+
+def settings_table(by_setting: Mapping[str, Mapping]) -> str:
+  """Markdown: per task, a row per language (English first) and the mean, a column per setting of
+  `by_setting` ({setting: result}) with its score (`-`: not run for that language)."""
+  scores = {name: language_scores(result) for name, result in by_setting.items()}
+  names = list(scores)
+  parts = []
+  for task in dict.fromkeys(t for per_task in scores.values() for t in per_task):
+    langs = ordered_languages(task if task in metrics.TASK_LANGUAGES else None,
+                              [lg for per_task in scores.values() for lg in per_task.get(task, {})])
+    rows = [[lg] + [_fmt(scores[n].get(task, {}).get(lg)) for n in names] for lg in langs]
+    rows.append(["**mean**"] + [_fmt(_mean(scores[n].get(task, {}).values())) for n in names])
+    parts += [f"### {task}", _markdown(["Language", *names], ["---"] + ["---:"] * len(names), rows)]
+  return "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------
 # XGLUE.
 
 XGLUE_SCORE_LABEL = {"f1": "F1", "precision": "Precision (chunks)", "accuracy": "Acc.", "ndcg": "nDCG",

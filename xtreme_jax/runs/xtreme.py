@@ -1147,6 +1147,21 @@ class XtremeRunner:
     return {t: {"layer": self.retrieval_layer(t), "pooling": self.settings.retrieval(t).pool,
                 "max_len": self.settings.retrieval(t).seq_len} for t in tasks if t in RETRIEVAL_TASKS}
 
+  def settings_comparison(self) -> Optional[str]:
+    """Markdown of this run directory's scores in each of `report.COMPARED_SETTINGS` (translate-train against
+    FILTER's teacher and student) side by side, per task and language; None unless this setting and another
+    were scored here."""
+    from xtreme_jax.evaluation import report
+    found = {}
+    for name in report.COMPARED_SETTINGS:
+      scores = _read_json(os.path.join(self.run_dir, outputs(name, self.split)["scores"]))
+      if isinstance(scores, dict):
+        found[name] = scores
+    if len(found) < 2 or self.settings.setting not in found:
+      return None
+    return ("# Settings side by side\n\nScores of the settings run in " + self.run_dir + " (0-100; `-`: not "
+            "run).\n\n" + report.settings_table(found) + "\n")
+
   def write_manifests(self, *folders: str) -> None:
     """Record the data source (official or TFDS order) in each existing prediction / label folder."""
     from xtreme_jax.evaluation import scorer
@@ -1412,6 +1427,10 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
     write_report(results, runner.report_dir)
   print(table(results))
   print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
+  compared = runner.settings_comparison()
+  if compared is not None and jax.process_index() == 0:
+    atomic.write_text(os.path.join(runner.report_dir, "settings.md"), compared)
+    print(f"settings side by side: {os.path.join(runner.report_dir, 'settings.md')}")
   return results
 
 
