@@ -100,9 +100,6 @@ class FilterModel(Model):
   def student(self) -> bool:
     return self.kl_weight is not None
 
-  def _encoder(self, deterministic: bool) -> FilterEncoder:
-    return FilterEncoder(self.config, self.local_layers, self.fusion_layers, deterministic, name="backbone")
-
   def _combine(self, source_ce, source_w, target_ce, target_w, target_labelled, kl=None, kl_w=None) -> tuple:
     """Eq. 6 summed over units, each side divided by its total weight, times the source weight (the trainer
     divides the sum by `weight`): (loss sum, metric sums)."""
@@ -119,19 +116,28 @@ class FilterModel(Model):
     return loss, sums
 
 
-class _Classifier(nn.Module):
+class _PairNetwork(nn.Module):
+  """A head over `FilterEncoder` (named "backbone"); `encode` is called inside the subclass's compact call."""
+
   config: TransformerConfig
-  num_classes: int
-  head: str
-  local_layers: int
-  fusion_layers: int
+  local_layers: int = 1
+  fusion_layers: int = 1
   deterministic: bool = True
+
+  def encode(self, batch: dict):
+    """(the encoder module, its output on the batch's two sides)."""
+    enc = FilterEncoder(self.config, self.local_layers, self.fusion_layers, self.deterministic, name="backbone")
+    return enc, enc(batch["source_input_ids"], batch["source_input_mask"], batch["input_ids"], batch["input_mask"],
+                    batch.get("source_token_type_ids"), batch.get("token_type_ids"))
+
+
+class _Classifier(_PairNetwork):
+  num_classes: int = 3
+  head: str = "pooler"
 
   @nn.compact
   def __call__(self, batch: dict) -> dict:
-    enc = FilterEncoder(self.config, self.local_layers, self.fusion_layers, self.deterministic, name="backbone")
-    out = enc(batch["source_input_ids"], batch["source_input_mask"], batch["input_ids"], batch["input_mask"],
-              batch.get("source_token_type_ids"), batch.get("token_type_ids"))
+    enc, out = self.encode(batch)
     first = jnp.concatenate([out.source[:, 0], out.target[:, 0]], axis=0)  # each side's own first token
     logits = _head_logits(self.config, EncoderOutput(first[:, None], enc.pooled(first)), self.num_classes,
                           self.head, self.deterministic)
@@ -152,8 +158,7 @@ class FilterClassificationModel(FilterModel):
       raise errors.ConfigError(f"head={self.head!r}; expected one of {HEADS}")
 
   def network(self, deterministic: bool) -> nn.Module:
-    return _Classifier(self.config, self.num_classes, self.head, self.local_layers, self.fusion_layers,
-                       deterministic)
+    return _Classifier(self.config, self.local_layers, self.fusion_layers, deterministic, self.num_classes, self.head)
 
   def loss_terms(self, outputs, batch):
     w = batch["example_weights"].astype(jnp.float32)
@@ -166,18 +171,12 @@ class FilterClassificationModel(FilterModel):
     return loss, sums
 
 
-class _Tagger(nn.Module):
-  config: TransformerConfig
-  num_labels: int
-  local_layers: int
-  fusion_layers: int
-  deterministic: bool = True
+class _Tagger(_PairNetwork):
+  num_labels: int = 17
 
   @nn.compact
   def __call__(self, batch: dict) -> dict:
-    out = FilterEncoder(self.config, self.local_layers, self.fusion_layers, self.deterministic, name="backbone")(
-        batch["source_input_ids"], batch["source_input_mask"], batch["input_ids"], batch["input_mask"],
-        batch.get("source_token_type_ids"), batch.get("token_type_ids"))
+    _, out = self.encode(batch)
     states = jnp.concatenate([out.source, out.target], axis=1)
     x = nn.Dropout(self.config.dropout_rate)(states, deterministic=self.deterministic)
     logits = dense(self.num_labels, "classifier")(x).astype(jnp.float32)
@@ -193,7 +192,7 @@ class FilterTaggingModel(FilterModel):
   num_labels: int = 17
 
   def network(self, deterministic: bool) -> nn.Module:
-    return _Tagger(self.config, self.num_labels, self.local_layers, self.fusion_layers, deterministic)
+    return _Tagger(self.config, self.local_layers, self.fusion_layers, deterministic, self.num_labels)
 
   def loss_terms(self, outputs, batch):
     src_w = batch["source_label_weights"].astype(jnp.float32)
@@ -209,17 +208,10 @@ class FilterTaggingModel(FilterModel):
     return loss, sums
 
 
-class _Spans(nn.Module):
-  config: TransformerConfig
-  local_layers: int
-  fusion_layers: int
-  deterministic: bool = True
-
+class _Spans(_PairNetwork):
   @nn.compact
   def __call__(self, batch: dict) -> dict:
-    out = FilterEncoder(self.config, self.local_layers, self.fusion_layers, self.deterministic, name="backbone")(
-        batch["source_input_ids"], batch["source_input_mask"], batch["input_ids"], batch["input_mask"],
-        batch.get("source_token_type_ids"), batch.get("token_type_ids"))
+    _, out = self.encode(batch)
     logits = dense(2, "qa_outputs")(jnp.concatenate([out.source, out.target], axis=1)).astype(jnp.float32)
     n = batch["source_input_ids"].shape[1]
     return {"source_start_logits": logits[:, :n, 0], "source_end_logits": logits[:, :n, 1],
