@@ -79,6 +79,19 @@ default `<data_dir>/translations`, a copy of gs://xtreme_translations):
   language would need an alignment the translation files do not carry, so QA
   translate-test scores against the source-language gold are a lower bound.
 
+FILTER settings (`filter_teacher`, `filter_student`; both benchmarks): each
+fine-tuned task's examples are pairs of a text and its translation
+(`data/filter_pairs.py`, `read`), fine-tuned with `filter_kinds.Filter` (the
+task's kind on both sides of `networks/filter.py`). One model per task
+trains on the pairs of every language with translations (`filter_sources`).
+The teacher's soft labels (its target-side logits on the training rows,
+`runs/soft_labels.py`) are written into its model directory; the student
+trains on them (training the teacher first unless
+`FilterSettings.train_teacher` is False). Dev and test are predicted from
+inference pairs (the text with its English translation). With scores of
+several settings in one run directory, `report-<setting>/settings.md` puts
+them side by side.
+
 Tasks without translations (panx, udpos, bucc2018, tatoeba) stay zero-shot in
 these settings, as the in-language settings do for tasks without in-language
 data. With `pseudo_test=True` the English test sets machine-translated into
