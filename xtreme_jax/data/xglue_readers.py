@@ -147,6 +147,19 @@ def _read_generation(spec: TaskSpec, file: str, data_dir: str, language: str, sp
           for i, (source, target) in enumerate(zip(sources, targets))]
 
 
+def parse_translation(task: str, file: str, language: str, split: str) -> list[dict]:
+  """A user's translation of one (task, language, split) file, in the task's own format (`read`'s schema):
+  labels and tags optional, as in a test file."""
+  spec = XGLUE.task(task)
+  if spec.kind == "tagging":
+    return _read_tagging(spec, file, language, "test")
+  if spec.kind == "span_qa":
+    return parse_squad(file)
+  if spec.kind == "generation":
+    raise errors.ConfigError(f"XGLUE {task} has no translation format (a generation task is not read as pairs)")
+  return _read_rows(spec, file, language, "test")
+
+
 def read(task: str, data_dir: str, language: str, split: str) -> list[dict]:
   """The examples of one (task, language, split) of the official layout; schemas in the module docstring."""
   spec = XGLUE.task(task)

@@ -157,7 +157,10 @@ def malformed(path: str, lineno: int, why: str) -> errors.DataError:
 
 def _read_pairs(task: str, data_dir: str, language: str, split: str, labels: tuple) -> list[dict]:
   _check(task, language, split)
-  path = _path(task, data_dir, language, split)
+  return _parse_pairs(task, _path(task, data_dir, language, split), language, split, labels)
+
+
+def _parse_pairs(task: str, path: str, language: str, split: str, labels: tuple) -> list[dict]:
   widths = (2, 3) if split == "test" else (3,)
   expected = "`text_a<TAB>text_b" + ("[<TAB>label]` rows" if split == "test" else "<TAB>label` rows")
   out = []
@@ -192,18 +195,26 @@ def _read_tagging(task: str, data_dir: str, language: str, split: str, allowed: 
                   prefix: str = "") -> list[dict]:
   """Sentences of a tagging file; train / dev tags must be in `allowed`."""
   _check(task, language, split)
-  path = _path(task, data_dir, language, split)
-  expected = f"{'one token' if split == 'test' else '`token<TAB>TAG`'} per line, a blank line between sentences"
-  sentences, tokens, tags = [], [], []
+  return _parse_tagging(task, _path(task, data_dir, language, split), language, split, allowed, prefix,
+                        "ignored" if split == "test" else "required")
+
+
+def _parse_tagging(task: str, path: str, language: str, split: str, allowed: tuple, prefix: str,
+                   tags: str) -> list[dict]:
+  """`tags`: "required" (train / dev), "ignored" (test files hold tokens only; a stray tag column is
+  ignored) or "optional" (translations: a sentence's words all have a tag or none has)."""
+  expected = {"ignored": "one token", "required": "`token<TAB>TAG`",
+              "optional": "`token[<TAB>TAG]`"}[tags] + " per line, a blank line between sentences"
+  sentences, tokens, labels = [], [], []
   for n, line in numbered_lines(path, expected) + [(0, "")]:  # sentinel flushes a final sentence with no blank line
     if not line.strip():
       if tokens:
-        sentences.append((tokens, None if split == "test" else tags))
-      tokens, tags = [], []
+        sentences.append((tokens, labels if tags != "ignored" and labels else None))
+      tokens, labels = [], []
       continue
     cols = line.split("\t")
-    if split == "test":
-      tokens.append(cols[0])  # test files hold tokens only; a stray tag column is ignored
+    if tags == "ignored" or (tags == "optional" and len(cols) == 1):
+      tokens.append(cols[0])
     elif len(cols) != 2:
       why = "no tab between token and tag" if len(cols) == 1 else f"{len(cols)} tab-separated columns"
       raise malformed(path, n, f"{why}, expected `token<TAB>TAG`")
@@ -211,7 +222,9 @@ def _read_tagging(task: str, data_dir: str, language: str, split: str, allowed: 
       raise malformed(path, n, f"unknown tag {cols[1].strip()!r}; allowed tags: {' '.join(allowed)}")
     else:
       tokens.append(cols[0])
-      tags.append(cols[1].strip())
+      labels.append(cols[1].strip())
+    if labels and len(labels) != len(tokens):
+      raise malformed(path, n, "a sentence mixes tagged and untagged tokens")
   if prefix and sentences and all(t.startswith(prefix) for toks, _ in sentences for t in toks):
     sentences = [([t[len(prefix):] for t in toks], tg) for toks, tg in sentences]
   return [{"id": f"{task}-{language}-{split}-{i}", "tokens": toks, "tags": tg}
@@ -363,6 +376,18 @@ _READERS = {"xnli": read_xnli, "pawsx": read_pawsx, "panx": read_panx, "udpos": 
             "mlqa": read_mlqa, "tydiqa": read_tydiqa, "squad": read_squad, "bucc2018": read_bucc2018,
             "tatoeba": read_tatoeba}
 TASKS: dict[str, Reader] = {name: Reader(_READERS[name], dict(spec.languages)) for name, spec in XTREME.specs.items()}
+
+
+def parse_translation(task: str, path: str, language: str, split: str) -> list[dict]:
+  """A user's translation of one (task, language, split) file, in the task's own format (`read`'s schema):
+  labels and tags optional (rows with them keep them), ids `{task}-{language}-{split}-{i}`."""
+  if task in ("xnli", "pawsx"):
+    return _parse_pairs(task, path, language, "test", XTREME.task(task).labels)
+  if task in ("panx", "udpos"):
+    return _parse_tagging(task, path, language, split, XTREME.task(task).labels, "", "optional")
+  if task in ("xquad", "mlqa", "tydiqa", "squad"):
+    return parse_squad(path)
+  raise errors.ConfigError(f"XTREME {task} has no translation format (its examples are not read as pairs)")
 
 
 def read(task: str, data_dir: str, language: str, split: str):

@@ -228,7 +228,7 @@ def _label(path: str, n: int, task: str, value: str) -> str:
   return label
 
 
-def _lenient_pawsx_translate_train(path: str, language: str) -> list[dict]:
+def _lenient_pawsx_translate_train(path: str) -> list[tuple[int, list[str]]]:
   """PAWS-X translate-train rows; rows that are not 5 columns with a 0/1 label are skipped and counted.
 
   Some rows of the published files are wrongly populated (the TFDS `xtreme_pawsx`
@@ -242,22 +242,34 @@ def _lenient_pawsx_translate_train(path: str, language: str) -> list[dict]:
     if len(cols) != 5 or cols[4].strip() not in readers.PAWSX_LABELS:
       skipped.append(n)
       continue
-    out.append({"id": f"pawsx-{language}-translate_train-{len(out)}", "text_a": cols[2], "text_b": cols[3],
-                "label": cols[4].strip()})
+    out.append((n, cols))
   if skipped:
     logging.warning("%s: skipped %d malformed row(s) (not 5 columns with a 0/1 label), e.g. line(s) %s",
                     path, len(skipped), skipped[:5])
   return out
 
 
+def english_pairs(task: str, translations_dir: str, language: str) -> list[tuple[dict, dict]]:
+  """(English record, translated record) of each row of an XNLI / PAWS-X translate-train file: its English
+  columns and their translation, both with the row's label (FILTER's training pairs)."""
+  _check(task, "translate_train", language)
+  if task not in ("xnli", "pawsx"):
+    raise errors.ConfigError(f"{task} translate_train files hold no English columns; pair its records by id")
+  path = _path(task, translations_dir, language, "translate_train")
+  rows = (_lenient_pawsx_translate_train(path) if task == "pawsx"
+          else _rows(path, (5,), "en_s1, en_s2, translated_s1, translated_s2, label"))
+  out = []
+  for i, (n, c) in enumerate(rows):
+    label = _label(path, n, task, c[4])
+    out.append(({"id": f"{task}-en-translate_train-{i}", "text_a": c[0], "text_b": c[1], "label": label},
+                {"id": f"{task}-{language}-translate_train-{i}", "text_a": c[2], "text_b": c[3], "label": label}))
+  return out
+
+
 def _pairs(task: str, translations_dir: str, language: str, kind: str, data_dir: Optional[str]) -> list[dict]:
-  path = _path(task, translations_dir, language, kind)
-  if kind == "translate_train" and task == "pawsx":
-    return _lenient_pawsx_translate_train(path, language)
   if kind == "translate_train":
-    rows = _rows(path, (5,), "en_s1, en_s2, translated_s1, translated_s2, label")
-    return [{"id": f"{task}-{language}-translate_train-{i}", "text_a": c[2], "text_b": c[3],
-             "label": _label(path, n, task, c[4])} for i, (n, c) in enumerate(rows)]
+    return [translated for _, translated in english_pairs(task, translations_dir, language)]
+  path = _path(task, translations_dir, language, kind)
   if kind == "pseudo_test":
     rows = _rows(path, (3,), "premise, hypothesis, label")
     return [{"id": f"{task}-{language}-test-{i}", "text_a": c[0], "text_b": c[1],

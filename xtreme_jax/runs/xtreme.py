@@ -92,9 +92,11 @@ inference pairs (the text with its English translation). With scores of
 several settings in one run directory, `report-<setting>/settings.md` puts
 them side by side.
 
-Tasks without translations (panx, udpos, bucc2018, tatoeba) stay zero-shot in
-these settings, as the in-language settings do for tasks without in-language
-data. With `pseudo_test=True` the English test sets machine-translated into
+In the translation settings, tasks without translations (panx, udpos, bucc2018,
+tatoeba) stay zero-shot, as the in-language settings do for tasks without
+in-language data; in the FILTER settings a tagging task trains on English and
+the languages whose translation the user supplies, and the retrieval tasks
+stay zero-shot. With `pseudo_test=True` the English test sets machine-translated into
 other languages (`XNLI/pseudo-test`, `XQuAD/pseudo-test`, every language found
 on disk) are also predicted, into `<run_dir>/submission-<setting>-pseudo/`,
 and scored against the gold inside the pseudo files (written to
@@ -539,6 +541,7 @@ class XtremeRunner:
     self.pseudo_labels = os.path.join(run_dir, "pseudo-labels")
     self._model_in_memory = (None, None)
     self._training_rows = (None, None)  # FILTER: (key, (examples, features, owners)) of the last training set
+    self._filter_sources: dict[str, tuple] = {}  # FILTER: model -> its training sources (`filter_sources`)
     self._records: dict[str, PredictionRecords] = {}
     self.models: dict[str, str] = {}  # every fine-tuned model this run used -> its settings key
     self.resumed_with_overrides: list[str] = []  # models this run resumed with `resume_overrides`
@@ -836,11 +839,17 @@ class XtremeRunner:
     """The FILTER training sources of `task`'s model, ((task, language, "filter_train"), ...): English and
     every language of the model's tasks with training pairs on disk (`FinetuneSettings.train_languages`: of
     those, only these), read as the model's first task (XQuAD and MLQA share SQuAD's pairs)."""
-    members = [t for t in self.benchmark.tasks if t.fine_tuned and t.model == self.spec(task).model]
+    model = self.spec(task).model
+    if model in self._filter_sources:
+      return self._filter_sources[model]
+    members = [t for t in self.benchmark.tasks if t.fine_tuned and t.model == model]
     first, wanted = members[0].name, self.settings.train_languages
-    languages = dict.fromkeys(["en"] + [lg for t in members for lg in t.test_languages])
-    return tuple((first, lg, "filter_train") for lg in languages
-                 if (wanted is None or lg in wanted) and self.available(first, lg, "filter_train"))
+    languages = [lg for lg in dict.fromkeys(["en"] + [lg for t in members for lg in t.test_languages])
+                 if wanted is None or lg in wanted]
+    missing = filter_pairs().left_out(first, self.data, languages, self.translations_dir)
+    self._filter_sources[model] = tuple((first, lg, "filter_train") for lg in languages
+                                        if lg not in missing and self.available(first, lg, "filter_train"))
+    return self._filter_sources[model]
 
   def teacher_names(self, task: str) -> list[str]:
     """The model names of `task`'s FILTER teachers (`FilterSettings.teachers`; seeds seed, seed + 1, ...)."""
