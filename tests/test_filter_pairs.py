@@ -141,5 +141,14 @@ def test_xglue_pairs_user_layout_and_xtremes_translations(tmp_path):
   assert len(fp.training_pairs("XNLI", xnli, ["de"])) == 4
   dev = fp.inference_pairs("XNLI", xnli, "de", "dev")
   assert [p["source"] for p in dev] == xnli.read("XNLI", "en", "dev")
+  # XGLUE's MLQA trains on SQuAD: XTREME's translated SQuAD, matched by question id; inference: the parallel English
+  squad = tmp_path / "SQuAD" / "translate-train" / "squad.translate.train.en-de.json"
+  squad.parent.mkdir(parents=True)
+  shutil.copy(os.path.join(paths.sample_xglue_dir(), "MLQA/squad1.1/train-v1.1.json"), squad)
+  mlqa = fp.training_pairs("MLQA", data, ["de"])
+  assert mlqa and all(p["source"]["id"] == p["target"]["id"] for p in mlqa)
+  test = fp.inference_pairs("MLQA", data, "de", "test", "parallel")
+  english = {r["id"]: r for r in data.read("MLQA", "en", "test")}
+  assert test and all(p["source"] == english[p["id"]] for p in test)
   with pytest.raises(errors.ConfigError, match="english = 'other'"):
     fp.inference_pairs("XNLI", xnli, "de", "dev", "other")

@@ -212,7 +212,7 @@ def test_translation_tasks_read_the_translations_dir(sample_dirs):
   assert [ex["label"] for ex in _examples("xtreme_xnli_pseudo_nl", "test")] == ["entailment", "contradiction",
                                                                                 "neutral"]
   assert _examples("xtreme_squad_translate_train_de", "train")[2]["answers/answer_start"] == [
-      tr.read("squad", SAMPLE_TR, "de", "translate_train")[2]["context"].index("80 Meter")]
+      tr.read("squad", SAMPLE_TR, "de", "translate_train")[2]["context"].index("die Enge")]
 
 
 def test_translate_train_mixture_is_english_plus_one_translation(sample_dirs):
