@@ -182,3 +182,30 @@ def test_models_train_a_step_from_an_encoder_checkpoint(pair):
     loss, grads = jax.value_and_grad(lambda p: model.loss_fn(p, batch, jax.random.PRNGKey(1))[0])(params)
     assert np.isfinite(float(loss)) and float(loss) > 0
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
+
+
+def test_fsdp_filter_step_matches_one_device(tmp_path):
+  """On 8 simulated devices (2 x 4 mesh, FSDP), sharded as the encoder: the same loss and update as one device."""
+  from xtreme_jax.training.optim import OptimizerConfig
+  from xtreme_jax.training.partitioning import PartitionConfig
+  from xtreme_jax.training.trainer import Trainer, TrainerConfig
+  rng = np.random.default_rng(1)
+  batch = _batch((_side(rng, 8, 7, [7, 4, 2, 6, 5, 7, 3, 1]), _side(rng, 8, 5, [3, 5, 1, 2, 5, 4, 4, 2])),
+                 labels=(0, 2, 1, 1, 0, 2, 2, 1))
+  batch["example_weights"] = np.ones(8, np.float32)
+  model = filter_models.FilterClassificationModel(CONFIGS["scanned"], num_classes=3)
+
+  def step(name, mesh, devices):
+    trainer = Trainer(model, OptimizerConfig(learning_rate=1e-3), TrainerConfig(train_steps=1, progress_bar=False),
+                      PartitionConfig("fsdp" if devices is None else "data_parallel", mesh), str(tmp_path / name),
+                      devices=devices)
+    state, metrics = trainer.train_step(trainer.init_state(batch), batch)
+    return state.params, float(metrics["loss"])
+
+  one, loss_one = step("one", (1, 1), jax.devices()[:1])
+  many, loss_many = step("many", (2, 4), None)
+  assert loss_many == pytest.approx(loss_one, abs=1e-5)
+  leaves = jax.tree_util.tree_leaves(many)
+  assert max(len(leaf.sharding.device_set) for leaf in leaves) == 8
+  for a, b in zip(jax.tree_util.tree_leaves(one), leaves):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5, rtol=0)

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import filter_pairs as fp, paths, xtreme_readers as xr
+from xtreme_jax.data import filter_pairs as fp, filter_translations as ft, paths, xtreme_readers as xr
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.data.xtreme_data import XtremeData
 
@@ -152,3 +152,34 @@ def test_xglue_pairs_user_layout_and_xtremes_translations(tmp_path):
   assert test and all(p["source"] == english[p["id"]] for p in test)
   with pytest.raises(errors.ConfigError, match="english = 'other'"):
     fp.inference_pairs("XNLI", xnli, "de", "dev", "other")
+
+
+def _upper(texts):
+  return [t.upper() for t in texts]
+
+
+def test_written_translations_are_read_back_as_pairs(tmp_path):
+  xtreme_data = XtremeData("official", SAMPLE, str(tmp_path))
+  path = ft.write_translation("udpos", xtreme_data, "de", "train", _upper)
+  assert path == str(tmp_path / "UDPOS/translate-train/en-de.tsv")
+  english = xr.read("udpos", SAMPLE, "en", "train")
+  pairs = fp.training_pairs("udpos", xtreme_data, ["de"])
+  assert [p["target"]["tokens"] for p in pairs] == [" ".join(r["tokens"]).upper().split() for r in english]
+  ft.write_translation("tydiqa", xtreme_data, "ru", "test", _upper)
+  qa = fp.inference_pairs("tydiqa", xtreme_data, "ru", "test")
+  assert all(p["source"]["question"] == p["target"]["question"].upper() for p in qa)
+  assert all(p["source"]["context"] == " ".join(p["target"]["context"].split()).upper() for p in qa)
+
+  xglue = XglueData("official", paths.sample_xglue_dir(), str(tmp_path))
+  for task in ("NC", "QADSM", "PAWSX"):
+    ft.write_translation(task, xglue, "de", "train", _upper)
+    english = xglue.read(task, "en", "train")
+    pairs = fp.training_pairs(task, xglue, ["de"])
+    assert [p["target"]["text_a"] for p in pairs] == [" ".join(r["text_a"].split()).upper() for r in english]
+    assert [p["target"]["label"] for p in pairs] == [r["label"] for r in english]
+  ft.write_translation("PAWSX", xglue, "de", "test", _upper)
+  test = fp.inference_pairs("PAWSX", xglue, "de", "test", "translate_test")
+  assert [p["source"]["text_b"] for p in test] == [" ".join(r["text_b"].split()).upper()
+                                                   for r in xglue.read("PAWSX", "de", "test")]
+  with pytest.raises(errors.DataError, match="returned 0 texts for"):
+    ft.write_translation("NC", xglue, "de", "train", lambda texts: [])

@@ -1,4 +1,5 @@
-"""WMT14 translation end to end at CPU scale (experiments/wmt14_tiny.gin on stand-in records)."""
+"""WMT14 translation end to end at CPU scale (experiments/wmt14_tiny.gin on stand-in records), and its model
+translating a benchmark file for FILTER (runs/translate_task.gin)."""
 
 import json
 
@@ -6,6 +7,8 @@ import gin
 import pytest
 
 from xtreme_jax import cli, errors
+from xtreme_jax.data import filter_pairs, paths
+from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import bleu
 from xtreme_jax.runs import translate
 
@@ -23,14 +26,18 @@ def _dataset(name, split, data_dir=None, shuffle_files=False):
                                              "target": [" ".join(reversed(s.split())) for s in sources]})
 
 
+def _run(run_dir, *flags):
+  gin.clear_config(clear_constants=True)
+  try:
+    return cli.main(["run", "--gin_file=experiments/wmt14_tiny.gin", f"--gin.RUN_DIR='{run_dir}'", *flags])
+  finally:
+    gin.clear_config(clear_constants=True)
+
+
 @pytest.mark.slow
 def test_tiny_wmt14_run_trains_averages_decodes_and_scores(tmp_path, monkeypatch):
   monkeypatch.setattr(translate.wmt14, "dataset", _dataset)
-  gin.clear_config(clear_constants=True)
-  try:
-    assert cli.main(["run", "--gin_file=experiments/wmt14_tiny.gin", f"--gin.RUN_DIR='{tmp_path}'"]) == 0
-  finally:
-    gin.clear_config(clear_constants=True)
+  assert _run(tmp_path) == 0
   scores = json.loads((tmp_path / "scores-test.json").read_text())
   hypotheses = (tmp_path / "translations-test.txt").read_text().split("\n")[:-1]
   assert len(hypotheses) == scores["sentences"] == 8
@@ -38,6 +45,17 @@ def test_tiny_wmt14_run_trains_averages_decodes_and_scores(tmp_path, monkeypatch
   assert scores["sacrebleu"] == pytest.approx(bleu.sacrebleu_detok(hypotheses, references).score)
   assert scores["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
   assert scores["averaged_steps"] == [10, 15, 20]  # the last 3 of the checkpoints every 5 updates
+
+  # the run's model writes a translation FILTER's pairs read (runs/translate_task.gin)
+  translations = tmp_path / "translations"
+  task_flags = ["--gin_file=runs/translate_task.gin", "--gin.TASK='udpos'", "--gin.LANGUAGE='de'",
+                f"--gin.DATA_DIR='{paths.sample_xtreme_dir()}'", f"--gin.TRANSLATIONS_DIR='{translations}'"]
+  assert _run(tmp_path, *task_flags) == 0
+  data = XtremeData("official", paths.sample_xtreme_dir(), str(translations))
+  pairs = filter_pairs.training_pairs("udpos", data, ["de"])
+  assert (translations / "UDPOS/translate-train/en-de.tsv").is_file()
+  assert len(pairs) == len(data.read("udpos", "en", "train")) and all(p["target"]["tags"] is None for p in pairs)
+  assert _run(tmp_path, *task_flags, "--gin.SPLIT='test'") == 2  # an en->de model cannot translate de->en
 
 
 def test_average_last_needs_the_checkpoints_kept(tmp_path):

@@ -157,7 +157,7 @@ def test_qa_translate_train_answers_and_translate_test_ids_are_checked(tmp_path)
 def test_squad_translations_and_pseudo_tests_have_the_reader_schema():
   de = tr.read("squad", SAMPLE_TR, "de", "translate_train")
   assert set(de[0]) == set(xr.read("squad", SAMPLE, "en", "train")[0])
-  assert [x["answers"]["text"] for x in de] == [["etwa 42 Quadratkilometer"], ["vom Fluss Selt"], ["80 Meter"]]
+  assert [x["answers"]["text"] for x in de] == [["etwa 42 Quadratkilometer"], ["vom Fluss Selt"], ["die Enge"]]
   # xquad / mlqa translate-train is the same SQuAD file.
   assert tr.translation_path("mlqa", "/t", "de", "translate_train") == tr.translation_path(
       "squad", "/t", "de", "translate_train") == "/t/SQuAD/translate-train/squad.translate.train.en-de.json"

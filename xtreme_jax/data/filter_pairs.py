@@ -40,9 +40,9 @@ English is always paired with itself.
 The user's files (`{TASK}` is the task's name upper-cased) are in the task's
 own format (`parse_translation` of the readers; labels and tags optional),
 translated row by row / sentence by sentence (a translated sentence may have
-another number of tokens), keeping QA question ids; make them with any MT
-system or the project's translation tooling by translating each text field
-line by line. Sides whose counts or ids disagree raise `errors.DataError`
+another number of tokens), keeping QA question ids. `filter_translations`
+writes them with any translation function, `runs/translate_task.gin` with
+the model of a translation run (`runs/translate.gin`). Sides whose counts or ids disagree raise `errors.DataError`
 naming both files.
 """
 
@@ -71,7 +71,7 @@ def _root(data, translations_dir: Optional[str]) -> Optional[str]:
   return translations_dir or data.translations_root
 
 
-def _bucket_task(task: str, data) -> Optional[str]:
+def bucket_task(task: str, data) -> Optional[str]:
   """The XTREME translate-train task whose files hold `task`'s translations (None: the user's layout)."""
   if data.benchmark.name == "xglue":
     return _XTREME_TRANSLATIONS.get(task)
@@ -95,9 +95,9 @@ def _need_root(task: str, data, translations_dir: Optional[str]) -> str:
   return root
 
 
-def _training_path(task: str, data, language: str, root: str) -> Optional[str]:
+def training_path(task: str, data, language: str, root: str) -> Optional[str]:
   """The translation file of `language`'s training pairs (None: XTREME's translations have no such language)."""
-  bucket = _bucket_task(task, data)
+  bucket = bucket_task(task, data)
   if bucket is None:
     return user_path(task, data, root, language, "train")
   if language not in translations.languages(bucket, "translate_train"):
@@ -105,24 +105,25 @@ def _training_path(task: str, data, language: str, root: str) -> Optional[str]:
   return translations.translation_path(bucket, root, language, "translate_train")
 
 
-def _user_missing(task: str, path: str, what: str) -> errors.MissingInputError:
+def _user_missing(task: str, path: str, what: str, language: str, split: str) -> errors.MissingInputError:
   return errors.MissingInputError(
-      f"{task}: expected {what} {path} does not exist; FILTER reads it as the pairs' other side. Write it in "
-      f"{task}'s own file format, translating each text field line by line (see xtreme_jax/data/filter_pairs.py "
-      f"for the layout)")
+      f"{task}: {path} does not exist (the {what}, read as the other side of FILTER's pairs). Write it with a "
+      f"translation run's model: xtreme-jax run --gin_file=<its experiment> --gin_file=runs/translate_task.gin "
+      f"--gin.TASK=\"'{task}'\" --gin.LANGUAGE=\"'{language}'\" --gin.SPLIT=\"'{split}'\" (or with any MT system "
+      f"through xtreme_jax.data.filter_translations.write_translation)")
 
 
 def has_training_pairs(task: str, data, language: str, translations_dir: Optional[str] = None) -> bool:
   """Whether `language` has FILTER training pairs of `task` (English: its training file; others: the
   translation file)."""
-  spec, bucket = _spec(task, data), _bucket_task(task, data)
+  spec, bucket = _spec(task, data), bucket_task(task, data)
   if language == "en":
     return data.available(*spec.train)
   if data.benchmark.name == "xtreme" and bucket not in (None, "xnli", "pawsx"):  # QA: files or TFDS
     return language in translations.languages(bucket, "translate_train") and \
         data.available(bucket, language, "translate_train")
   root = _root(data, translations_dir)
-  path = _training_path(task, data, language, root) if root else None
+  path = training_path(task, data, language, root) if root else None
   return path is not None and fs.isfile(path)
 
 
@@ -152,7 +153,7 @@ def _by_id(task: str, english: list, english_at: str, wanted: list, wanted_at: s
 
 
 def _translated_training(task: str, data, language: str, root: str) -> list[dict]:
-  spec, bucket = _spec(task, data), _bucket_task(task, data)
+  spec, bucket = _spec(task, data), bucket_task(task, data)
   if bucket in ("xnli", "pawsx"):
     return [{"id": t["id"], "language": language, "source": e, "target": t}
             for e, t in translations.english_pairs(bucket, root, language)]
@@ -167,7 +168,8 @@ def _translated_training(task: str, data, language: str, root: str) -> list[dict
     return _pairs(language, _by_id(task, english, english_at, translated, where), translated)
   path = user_path(task, data, root, language, "train")
   if not fs.isfile(path):
-    raise _user_missing(task, path, f"translation of the English training file {english_at} into {language}")
+    raise _user_missing(task, path, f"translation of the English training file {english_at} into {language}",
+                        language, "train")
   translated = _PARSERS[data.benchmark.name](task, path, language, "train")
   _by_position(task, english, english_at, translated, path)
   translated = [{**t, "id": f"{task}-{language}-filter_train-{i}"} for i, t in enumerate(translated)]
@@ -225,7 +227,8 @@ def inference_pairs(task: str, data, language: str, split: str, english: str = "
     if spec.kind == "tagging":
       return _pairs(language, targets, targets)
     where = user_path(task, data, root or "<translations_dir>", language, split)
-    raise _user_missing(task, where, f"English translation of {data.location(task, language, split)}")
+    raise _user_missing(task, where, f"English translation of {data.location(task, language, split)}", language,
+                        split)
   records, where = found
   target_at = data.location(task, language, split)
   if spec.kind == "span_qa":
@@ -240,7 +243,7 @@ def left_out(task: str, data, languages: Sequence[str], translations_dir: Option
   out = [lg for lg in languages if lg != "en" and not has_training_pairs(task, data, lg, translations_dir)]
   if out:
     root = _root(data, translations_dir)
-    where = (_training_path(task, data, out[0], root) if root else None) or "no file of XTREME's translations"
+    where = (training_path(task, data, out[0], root) if root else None) or "no file of XTREME's translations"
     logging.warning("FILTER %s: no training pairs for %s (expected e.g. %s); they are not trained on", task,
                     " ".join(out), where)
   return out

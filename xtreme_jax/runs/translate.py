@@ -14,6 +14,10 @@
    (13a, mixed case; the VECO paper's) and case-insensitive tokenised BLEU
    (`evaluation/bleu.py`).
 
+`translate_task` (Gin `runs/translate_task.gin`, after a translation
+experiment) translates a benchmark task's file with such a run's model into
+the layout FILTER's pairs read (`data/filter_translations.py`).
+
 The training data is `data/wmt14_batches.WmtStream`: the TFDS training split
 streamed, tokenized and packed into token-count batches, resumable.
 """
@@ -28,14 +32,14 @@ from typing import Optional
 import jax
 
 from xtreme_jax import atomic, errors
-from xtreme_jax.data import wmt14
+from xtreme_jax.data import filter_translations, wmt14
 from xtreme_jax.data.wmt14_batches import WmtStream
 from xtreme_jax.evaluation import bleu
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import _train
-from xtreme_jax.runs.xtreme import TaskSettings, predict_features
+from xtreme_jax.runs.xtreme import DATA, TaskSettings, predict_features
 from xtreme_jax.training import averaging
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
@@ -85,6 +89,28 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtStream, records: list[dic
   finally:
     runner.close()
   return kind.decode(None, recipe, lambda keys: predicted, examples, features, owners, data.vocab)
+
+
+def translate_task(run_dir: str, model: Seq2SeqModel, data: WmtStream, task: str, language: str, split: str,
+                   data_dir: str, translations_dir: str, benchmark: str = "xtreme",
+                   partition: PartitionConfig = PartitionConfig(), decode_batch: int = 32) -> str:
+  """Translates one file of a benchmark task with the run's model into the folder FILTER reads translations
+  from (`data/filter_translations.py`): split `train` the English training file into `language`, dev / test
+  the `language` file into English. The model translates `data`'s direction, which must match."""
+  source, target = ("en", language) if split == "train" else (language, "en")
+  pair = wmt14.direction(data.direction)
+  if (pair.source, pair.target) != (source, target):
+    raise errors.ConfigError(f"{task} {split} {language}: needs a {source}->{target} model, but {run_dir} translates "
+                             f"{pair.source}->{pair.target} (DIRECTION={data.direction!r})")
+  bench = DATA[benchmark]("official", data_dir, translations_dir)
+
+  def translate_texts(texts):
+    records = [{"id": str(i), "source": t} for i, t in enumerate(texts)]
+    return decode(run_dir, model, data, records, partition, decode_batch)
+
+  path = filter_translations.write_translation(task, bench, language, split, translate_texts, translations_dir)
+  print(f"wrote {path}")
+  return path
 
 
 def check_decoder(params: dict, where: str) -> None:
