@@ -1,0 +1,28 @@
+"""Subword overlap (Wu & Dredze 2019, Fig. 3) on a hand-made example."""
+
+import pytest
+from scipy import stats
+
+from xtreme_jax.evaluation import overlap
+
+
+def test_p_type_and_p_token_by_hand():
+  train = overlap.subword_counts([{"tokens": ["the", "cat", "sat"]}, {"text_a": "the dog", "text_b": "ran"}],
+                                 lambda t: t.split())
+  test = overlap.subword_counts([{"tokens": ["the", "cat", "the", "the"]}, {"question": "where", "context": "cat"}],
+                                lambda t: t.split())
+  # test types: the (3), cat (2), where (1): 2 of 3 types seen; 5 of 6 tokens seen
+  got = overlap.overlap(train, test)
+  assert got["p_type"] == pytest.approx(100 * 2 / 3) and got["p_token"] == pytest.approx(100 * 5 / 6)
+
+
+def test_correlation_is_pearson_with_its_p_value(tmp_path):
+  xs, ys = [10.0, 40.0, 55.0, 80.0], [20.0, 35.0, 70.0, 72.0]
+  got = overlap.correlation(xs, ys)
+  r, p = stats.pearsonr(xs, ys)
+  assert got == {"r": pytest.approx(r), "p_value": pytest.approx(p), "points": 4}
+  rows = [{"task": "ner", "language": lg, "p_type": x, "p_token": x + 1, "score": y}
+          for lg, x, y in zip("de es nl zh".split(), xs, ys)]
+  assert "| ner | es | 40.0 | 41.0 | 35.0 |" in overlap.table(rows)
+  overlap.scatter_plot(rows, "p_type", str(tmp_path / "overlap.png"))
+  assert (tmp_path / "overlap.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,88 @@
+"""Subword overlap between English training data and each target language's test data (Wu & Dredze 2019, Fig. 3).
+
+For a task and a target language, with `train` the English training set's
+subwords and `test` the target test set's:
+
+* `p_type`: the share of the test set's distinct subwords (types) that occur
+  in `train`;
+* `p_token`: the share of the test set's subword occurrences (tokens) whose
+  type occurs in `train`.
+
+Both in percent. `correlation` is Pearson's r between an overlap measure and
+the zero-shot scores over (task, language) points, with its two-sided p-value
+(`scipy.stats.pearsonr`); `table` and `scatter_plot` show them. The subwords
+of a record are those the model's vocabulary gives its text fields
+(`record_texts`): words of a tagging sentence, both texts of a pair, question
+and context of a QA record.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Iterable, Mapping, Sequence
+
+from xtreme_jax import errors
+
+
+def record_texts(record: Mapping) -> list[str]:
+  """The text fields of a reader record (tagging, pair classification, span QA)."""
+  if "tokens" in record:
+    return [" ".join(record["tokens"])]
+  if "question" in record:
+    return [record["question"], record["context"]]
+  return [record[k] for k in ("text_a", "text_b") if record.get(k)]
+
+
+def subword_counts(records: Iterable[Mapping], encode) -> collections.Counter:
+  """{subword id: occurrences} over the records' texts; `encode` maps a text to subword ids."""
+  counts: collections.Counter = collections.Counter()
+  for record in records:
+    for text in record_texts(record):
+      counts.update(encode(text))
+  return counts
+
+
+def overlap(train: Mapping[int, int], test: Mapping[int, int]) -> dict[str, float]:
+  """{"p_type", "p_token"} in percent (module docstring); `train` / `test` are subword counts."""
+  tokens = sum(test.values())
+  if not tokens:
+    raise errors.DataError("subword overlap: the test set has no subwords")
+  seen = [t for t in test if train.get(t)]
+  return {"p_type": 100.0 * len(seen) / len(test), "p_token": 100.0 * sum(test[t] for t in seen) / tokens}
+
+
+def correlation(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:
+  """Pearson's {"r", "p_value", "points"} of two equally long sequences (at least 3 points)."""
+  from scipy import stats  # heavy: imported on use
+  if len(xs) != len(ys) or len(xs) < 3:
+    raise errors.ConfigError(f"a correlation needs two sequences of equal length >= 3; got {len(xs)} and {len(ys)}")
+  r, p = stats.pearsonr(xs, ys)
+  return {"r": float(r), "p_value": float(p), "points": len(xs)}
+
+
+def table(rows: Sequence[Mapping]) -> str:
+  """A Markdown table of {"task", "language", "p_type", "p_token", "score"} rows."""
+  lines = ["| task | language | p_type | p_token | zero-shot score |", "|---|---|---:|---:|---:|"]
+  lines += [f"| {r['task']} | {r['language']} | {r['p_type']:.1f} | {r['p_token']:.1f} | {r['score']:.1f} |"
+            for r in rows]
+  return "\n".join(lines) + "\n"
+
+
+def scatter_plot(rows: Sequence[Mapping], measure: str, path: str) -> None:
+  """Zero-shot score against `measure` (p_type / p_token), one colour per task, saved as PNG at `path`."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+  from xtreme_jax import atomic
+  figure = Figure(figsize=(5, 4))
+  FigureCanvasAgg(figure)
+  axes = figure.add_subplot()
+  for task in dict.fromkeys(r["task"] for r in rows):
+    points = [r for r in rows if r["task"] == task]
+    axes.scatter([r[measure] for r in points], [r["score"] for r in points], label=task, s=14)
+    for r in points:
+      axes.annotate(r["language"], (r[measure], r["score"]), fontsize=6)
+  axes.set_xlabel(f"{measure} (% of test subwords seen in English training)")
+  axes.set_ylabel("zero-shot score")
+  axes.legend(fontsize=7)
+  figure.tight_layout()
+  atomic.write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
