@@ -21,6 +21,8 @@ commands:
   average-checkpoints RUN_DIR [--last N] [--allow-fewer]
                                               mean parameters of the newest N checkpoints (default 10)
                                               -> RUN_DIR/averaged/<newest step>/ (VECO translation)
+  sweep-summary RUN_ROOT                       the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model
+                                              (selected dev score) -> RUN_ROOT/sweep.md, sweep.json
   score --predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] [--split dev|test]
                                               leaderboard scores of a submission folder
                                               (default --out: <parent>/scores-<name>.json;
@@ -65,6 +67,9 @@ def _dispatch(argv: list[str]) -> int:
     return 0
   if command == "average-checkpoints":
     return _average_checkpoints(rest)
+  if command == "sweep-summary":
+    from xtreme_jax.runs import sweeps
+    return sweeps.main(rest)
   if command == "score":
     from xtreme_jax.evaluation import scorer
     return scorer.main(rest)
