@@ -1,0 +1,51 @@
+"""Feature-based transfer (models/feature_based.py): the layer mix, a fixed encoder, BiLSTM heads on tiny shapes."""
+
+import flax.linen as nn
+import jax
+import numpy as np
+import pytest
+from conftest import TINY
+
+from xtreme_jax.models import feature_based as fb
+
+CONFIG = TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0)
+
+
+def _batch():
+  ids = np.asarray([[2, 11, 12, 13, 3, 0], [2, 21, 3, 0, 0, 0]], np.int32)
+  mask = (ids != 0).astype(np.int32)
+  return {"input_ids": ids, "input_mask": mask, "token_type_ids": np.zeros_like(ids),
+          "labels": np.asarray([1, 0], np.int32), "example_weights": np.ones(2, np.float32)}
+
+
+def test_scalar_mix_is_gamma_times_the_softmax_weighted_sum():
+  layers = np.random.default_rng(0).normal(size=(4, 2, 3, 5)).astype(np.float32)
+  params = {"params": {"weights": np.asarray([0.1, -1.0, 2.0, 0.0], np.float32), "gamma": np.float32(1.5)}}
+  w = np.exp(params["params"]["weights"]) / np.exp(params["params"]["weights"]).sum()
+  np.testing.assert_allclose(fb.ScalarMix().apply(params, layers), 1.5 * np.einsum("l,l...->...", w, layers),
+                             rtol=1e-5)
+
+
+def test_encoder_is_fixed_and_padding_does_not_reach_the_pooled_prediction():
+  model = fb.FeatureBasedModel(CONFIG, num_outputs=3, pooled=True, hidden=8)
+  batch = _batch()
+  params = nn.unbox(model.init(jax.random.PRNGKey(0), batch))
+  assert params["scalar_mix"]["weights"].shape == (CONFIG.num_layers + 1,)  # embeddings + every layer
+  grads = jax.grad(lambda p: model.loss_fn(p, batch, None, deterministic=True)[0])(params)
+  assert all(float(np.abs(g).max()) == 0 for g in jax.tree_util.tree_leaves(grads["backbone"]))
+  assert float(np.abs(grads["scalar_mix"]["weights"]).max()) > 0
+  other = {**batch, "input_ids": np.where(batch["input_mask"] == 1, batch["input_ids"], 40)}  # other padding ids
+  np.testing.assert_allclose(model.predict_batch(params, batch), model.predict_batch(params, other), rtol=1e-5)
+
+
+def test_tagging_predicts_every_position():
+  model = fb.FeatureBasedModel(CONFIG, num_outputs=4, pooled=False, hidden=8)
+  batch = {**_batch(), "labels": np.asarray([[-100, 1, 2, 3, -100, -100], [-100, 2, -100, -100, -100, -100]]),
+           "label_weights": np.asarray([[0, 1, 1, 1, 0, 0], [0, 1, 0, 0, 0, 0]], np.float32)}
+  params = nn.unbox(model.init(jax.random.PRNGKey(0), batch))
+  logits = model.predict_batch(params, batch)
+  assert logits.shape == (2, 6, 4)
+  loss, sums = model.loss_terms(logits, batch)
+  logp = jax.nn.log_softmax(logits)
+  expected = -sum(float(logp[b, t, batch["labels"][b, t]]) for b, t in zip(*np.nonzero(batch["label_weights"])))
+  assert float(loss) == pytest.approx(expected, rel=1e-5) and float(sums["weight"]) == 4

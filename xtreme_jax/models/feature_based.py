@@ -1,0 +1,81 @@
+"""Feature-based transfer (Wu & Dredze 2019): a fixed encoder, a learned mix of its layers, a BiLSTM on top.
+
+The encoder's states are not trained (`jax.lax.stop_gradient`; the optimizer
+also freezes `backbone`, `runs` wiring). `ScalarMix` is ELMo's: `gamma *
+sum_j softmax(w)_j * h_j` over the embeddings and every layer (13 for mBERT
+base). A two-layer bidirectional LSTM (Flax `nn.RNN` of `OptimizedLSTMCell`,
+`hidden` units per direction), trained from scratch, reads the mix; tagging
+predicts from its state at each position, sentence / document
+classification from its states max-pooled over the text's positions.
+
+Features as the plain models': tagging `input_ids, input_mask,
+token_type_ids, labels, label_weights` (`models/tagging.py`), classification
+`input_ids, input_mask, token_type_ids, labels, example_weights`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from xtreme_jax.models.base import Model, masked_cross_entropy
+from xtreme_jax.models.classification import dense
+from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.networks.encoder import TransformerEncoder
+
+
+class ScalarMix(nn.Module):
+  """`gamma * sum_j softmax(w)_j * layers[j]` over the leading axis of `layers` (ELMo's scalar mix)."""
+
+  @nn.compact
+  def __call__(self, layers: jax.Array) -> jax.Array:
+    w = self.param("weights", nn.initializers.zeros, (layers.shape[0],))
+    gamma = self.param("gamma", nn.initializers.ones, ())
+    return gamma * jnp.einsum("l,l...->...", jax.nn.softmax(w), layers)
+
+
+class FeatureBasedNetwork(nn.Module):
+  config: TransformerConfig
+  num_outputs: int
+  pooled: bool  # True: one prediction per text (max-pooling); False: one per position
+  hidden: int = 256
+  lstm_layers: int = 2
+  deterministic: bool = True
+
+  @nn.compact
+  def __call__(self, batch: dict) -> jax.Array:
+    out = TransformerEncoder(self.config, True, name="backbone")(
+        batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), return_all=True)
+    layers = jax.lax.stop_gradient(jnp.concatenate([out.embeddings[None], out.all_layers]).astype(jnp.float32))
+    x = ScalarMix(name="scalar_mix")(layers)
+    mask = batch["input_mask"].astype(bool)
+    lengths = jnp.sum(mask, axis=-1).astype(jnp.int32)
+    for i in range(self.lstm_layers):
+      x = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(self.hidden), name=f"forward_{i}"),
+                           nn.RNN(nn.OptimizedLSTMCell(self.hidden), name=f"backward_{i}"),
+                           name=f"bilstm_{i}")(x, seq_lengths=lengths)
+      x = nn.Dropout(self.config.dropout_rate)(x, deterministic=self.deterministic)
+    if self.pooled:
+      x = jnp.max(jnp.where(mask[..., None], x, -jnp.inf), axis=1)
+    return dense(self.num_outputs, "classifier")(x).astype(jnp.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureBasedModel(Model):
+  """Cross-entropy per tagged position (`pooled=False`) or per text (`pooled=True`); metrics loss, accuracy."""
+
+  config: TransformerConfig
+  num_outputs: int = 2
+  pooled: bool = True
+  hidden: int = 256
+
+  def network(self, deterministic: bool) -> nn.Module:
+    return FeatureBasedNetwork(self.config, self.num_outputs, self.pooled, self.hidden, deterministic=deterministic)
+
+  def loss_terms(self, logits, batch):
+    if self.pooled:
+      return masked_cross_entropy(logits, batch["labels"], batch["example_weights"])
+    return masked_cross_entropy(logits, jnp.maximum(batch["labels"], 0), batch["label_weights"])
