@@ -59,6 +59,11 @@ def sample_xtreme_labels_dir() -> str:
   return os.path.join(SAMPLE_DIR, "xtreme_labels")
 
 
+def sample_wili_dir() -> str:
+  """A WiLI-2018-format sample (3 languages) for the language-ID probe."""
+  return os.path.join(SAMPLE_DIR, "wili")
+
+
 def sample_xglue_dir() -> str:
   """The XGLUE sample in the official `xglue_full_dataset` layout (dev and test files carry labels)."""
   return os.path.join(SAMPLE_DIR, "xglue")
