@@ -72,6 +72,20 @@ def test_filter_recipes_set_the_released_depths_and_the_grid_point():
           if isinstance(t, xtreme.TaskSettings)} == {(10, 1)}
 
 
+@pytest.mark.parametrize("experiment,tasks", [("experiments/xtreme_mbert.gin", ("xnli", "udpos", "squad", "tydiqa")),
+                                              ("experiments/xglue_mbert.gin", ("NER", "POS", "NC", "MLQA"))])
+def test_freeze_bottom_reaches_every_fine_tuned_task(experiment, tasks):
+  from xtreme_jax.runs import xtreme
+  from xtreme_jax.training.optim import freeze_bottom
+  main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'"])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  assert {settings.recipe(t).optimizer.freeze for t in tasks} == {None}  # default: fine-tune everything
+  gin.clear_config(clear_constants=True)
+  main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'", "FREEZE_BOTTOM=3"])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  assert {settings.recipe(t).optimizer.freeze for t in tasks} == {freeze_bottom(3)}
+
+
 def test_a_missing_required_macro_fails_while_parsing():
   with pytest.raises(errors.ConfigError, match="macro DATA_DIR is required and not set"):
     main.parse_gin(["experiments/xtreme_mbert.gin"], ["RUN_DIR='r'"])

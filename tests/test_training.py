@@ -10,6 +10,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from conftest import TINY, RandomMlmSource
+from xtreme_jax import errors
 from xtreme_jax.models.mlm import MlmModel
 from xtreme_jax.training import checkpoints, partitioning
 from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory
@@ -128,6 +129,19 @@ def test_freezing_bottom_layers_keeps_them_fixed(tmp_path):
   assert frozen and moved
   assert all(np.array_equal(before[k], after[k]) for k in frozen)
   assert all(not np.array_equal(before[k], after[k]) for k in moved if k.endswith("['kernel']"))
+
+
+def test_freeze_bottom_names_the_valid_depths():
+  params = {"embeddings": {"w": np.ones(2)}, "encoder": {f"layers_{i}": {"w": np.ones(2)} for i in range(2)}}
+  assert freeze_bottom(None) is None
+  make_optimizer(OptimizerConfig(freeze=freeze_bottom(2)), 10, params)  # embeddings and both layers
+  with pytest.raises(errors.ConfigError, match=r"bottom 3 layers, but the encoder has 2: FREEZE_BOTTOM must be 0..2"):
+    make_optimizer(OptimizerConfig(freeze=freeze_bottom(3)), 10, params)
+  with pytest.raises(errors.ConfigError, match="FREEZE_BOTTOM = -1"):
+    freeze_bottom(-1)
+  scanned = {"embeddings": {"w": np.ones(2)}, "encoder": {"layers": {"layer": {"w": np.ones((2, 2))}}}}
+  with pytest.raises(errors.ConfigError, match="scanned layer stack"):
+    make_optimizer(OptimizerConfig(freeze=freeze_bottom(1)), 10, scanned)
 
 
 def test_no_weight_decay_on_biases_and_layer_norm():

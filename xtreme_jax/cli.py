@@ -21,8 +21,9 @@ commands:
   average-checkpoints RUN_DIR [--last N] [--allow-fewer]
                                               mean parameters of the newest N checkpoints (default 10)
                                               -> RUN_DIR/averaged/<newest step>/ (VECO translation)
-  sweep-summary RUN_ROOT                       the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model
-                                              (selected dev score) -> RUN_ROOT/sweep.md, sweep.json
+  sweep-summary RUN_ROOT [--baseline RUN]      the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model
+                                              (selected dev score) -> RUN_ROOT/sweep.md, sweep.json; with a
+                                              baseline run, test scores minus its own (sweep_differences.png)
   score --predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] [--split dev|test]
                                               leaderboard scores of a submission folder
                                               (default --out: <parent>/scores-<name>.json;

@@ -10,6 +10,13 @@ their learning rate (FILTER: the mean dev score over all languages; the mBERT
 paper: English dev). Models selected on their final step (`final`) have no
 dev score and are listed without a choice. `write` puts `sweep.json` and
 `sweep.md` into RUN_ROOT.
+
+With a `baseline` run (`--baseline 'FREEZE_BOTTOM=None'`), `differences`
+gives each other run's test score minus the baseline's per task and
+language (from each run's `scores.json`, XTREME's or XGLUE's), added to
+`sweep.md` and drawn as `sweep_differences.png`, one panel per task, a line
+per language over the runs: the mBERT paper's Figure 1 for a sweep of
+`FREEZE_BOTTOM` against fine-tuning everything.
 """
 
 from __future__ import annotations
@@ -63,11 +70,80 @@ def markdown(summary: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
-def write(root: str) -> dict:
-  """`summarize(root)`, written to `root/sweep.json` and `root/sweep.md`."""
+def scores_by_language(run_dir: str) -> dict[str, dict[str, float]]:
+  """{task: {language: score}} of a run's `scores.json` (XTREME's per-language results or XGLUE's floats)."""
+  from xtreme_jax.evaluation import metrics  # pylint: disable=g-import-not-at-top
+  path = os.path.join(run_dir, "scores.json")
+  scores = _json(path)
+  if scores is None:
+    raise errors.MissingInputError(f"{path} does not exist: the run was not scored (pass LABELS_DIR)")
+  out = {}
+  for task, result in scores.get("tasks", {}).items():
+    if isinstance(result, dict) and "languages" in result:
+      out[task] = {lg: metrics.language_score(task, r) for lg, r in result["languages"].items()}
+    else:
+      out[task] = {lg: float(v) for lg, v in result.items() if lg != "avg" and isinstance(v, (int, float))}
+  return out
+
+
+def differences(root: str, runs: list[str], baseline: str) -> dict:
+  """{task: {language: {run: score - baseline's}}} for the runs other than `baseline`."""
+  if baseline not in runs:
+    raise errors.ConfigError(f"--baseline {baseline!r} is not a run of {root}; runs: {', '.join(runs)}")
+  base = scores_by_language(os.path.join(root, baseline))
+  out: dict = {}
+  for run in runs:
+    if run == baseline:
+      continue
+    for task, languages in scores_by_language(os.path.join(root, run)).items():
+      for lg, value in languages.items():
+        if lg in base.get(task, {}):
+          out.setdefault(task, {}).setdefault(lg, {})[run] = value - base[task][lg]
+  return out
+
+
+def _difference_markdown(diffs: dict, runs: list[str], baseline: str) -> str:
+  others = [r for r in runs if r != baseline]
+  lines = [f"\nTest score minus {baseline}'s:\n", "| task | language | " + " | ".join(others) + " |",
+           "|---|---|" + "---:|" * len(others)]
+  for task, languages in diffs.items():
+    for lg, values in languages.items():
+      lines.append(f"| {task} | {lg} | " + " | ".join("-" if r not in values else f"{values[r]:+.2f}"
+                                                       for r in others) + " |")
+  return "\n".join(lines) + "\n"
+
+
+def plot_differences(diffs: dict, runs: list[str], baseline: str, path: str) -> None:
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+  others = [r for r in runs if r != baseline]
+  figure = Figure(figsize=(4 * max(len(diffs), 1), 3.5))
+  FigureCanvasAgg(figure)
+  for i, (task, languages) in enumerate(diffs.items()):
+    axes = figure.add_subplot(1, len(diffs), i + 1)
+    for lg, values in languages.items():
+      axes.plot(range(len(others)), [values.get(r, float("nan")) for r in others], marker="o", label=lg)
+    axes.axhline(0.0, color="grey", linewidth=0.8)
+    axes.set_xticks(range(len(others)), others, rotation=30, fontsize=7)
+    axes.set_title(task)
+    axes.set_ylabel(f"score - {baseline}")
+    axes.legend(fontsize=6)
+  figure.tight_layout()
+  atomic.write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
+
+
+def write(root: str, baseline: Optional[str] = None) -> dict:
+  """`summarize(root)`, written to `root/sweep.json` and `root/sweep.md`; with `baseline`, also the test score
+  differences (`differences`) in both and the plot `root/sweep_differences.png`."""
   summary = summarize(root)
+  text = markdown(summary)
+  if baseline is not None:
+    summary["baseline"] = baseline
+    summary["differences"] = differences(root, summary["runs"], baseline)
+    text += _difference_markdown(summary["differences"], summary["runs"], baseline)
+    plot_differences(summary["differences"], summary["runs"], baseline, os.path.join(root, "sweep_differences.png"))
   atomic.write_json(os.path.join(root, "sweep.json"), summary)
-  atomic.write_text(os.path.join(root, "sweep.md"), markdown(summary))
+  atomic.write_text(os.path.join(root, "sweep.md"), text)
   return summary
 
 
@@ -75,8 +151,10 @@ def main(argv: list[str]) -> int:
   parser = errors.ArgumentParser(prog="xtreme-jax sweep-summary",
                                  description="The best run of a tpu_scripts/sweep.sh sweep per fine-tuned model.")
   parser.add_argument("run_root", metavar="RUN_ROOT", help="the sweep's folder of run directories")
+  parser.add_argument("--baseline", help="a run (e.g. 'FREEZE_BOTTOM=None'): tabulate and plot the other runs' "
+                                         "test scores minus its own")
   args = parser.parse_args(argv)
-  summary = write(args.run_root)
-  print(markdown(summary), end="")
+  summary = write(args.run_root, args.baseline)
+  print(fs.read_text(os.path.join(args.run_root, "sweep.md")), end="")
   print(f"wrote {os.path.join(args.run_root, 'sweep.md')} and sweep.json")
   return 0

@@ -87,10 +87,25 @@ def _is_regex(value) -> bool:
   return True
 
 
-def freeze_bottom(num_layers: int) -> str:
-  """Regex freezing the embeddings and encoder layers 0..num_layers-1."""
+def freeze_bottom(num_layers: Optional[int]) -> Optional[str]:
+  """Regex freezing the bottom `num_layers` layers in the mBERT paper's numbering (layer 0 the embeddings, n
+  included): the embeddings and encoder layers 0..n-1. None: nothing frozen (Gin `FREEZE_BOTTOM`)."""
+  if num_layers is None:
+    return None
+  if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
+    raise errors.ConfigError(f"FREEZE_BOTTOM = {num_layers!r}; expected None (fine-tune everything) or a layer "
+                             "number >= 0 (0: the embeddings)")
   layers = "|".join(str(i) for i in range(num_layers))
   return rf"(^|/)(embeddings|encoder/layers_({layers}))/" if num_layers else r"(^|/)embeddings/"
+
+
+def _check_frozen_layers(pattern: str, paths: list[str]) -> None:
+  """Refuses a pattern naming encoder layers the model does not have (`freeze_bottom` beyond its depth)."""
+  named = [int(i) for group in re.findall(r"layers_\(([\d|]+)\)", pattern) for i in group.split("|")]
+  depth = len({m.group(1) for p in paths if (m := re.search(r"(?:^|/)encoder/layers_(\d+)/", p))})
+  if named and max(named) >= depth:
+    raise errors.ConfigError(f"freezing the bottom {max(named) + 1} layers, but the encoder has {depth}: "
+                             f"FREEZE_BOTTOM must be 0..{depth} (0: the embeddings only)")
 
 
 def param_path(path) -> str:
@@ -175,7 +190,12 @@ def build_optimizer(config: OptimizerConfig, numbers: dict, params: Any) -> tupl
     transforms["later"] = after_steps(adamw(later), h["first_stage_steps"])
   if config.freeze:
     pattern = re.compile(config.freeze)
-    if any("layers/layer/" in p and pattern.search(p) for p in jax.tree_util.tree_leaves(paths)):
+    leaves = jax.tree_util.tree_leaves(paths)
+    if any("layers/layer/" in p for p in leaves) and re.search(r"layers_\(", config.freeze):
+      raise errors.ConfigError("freezing bottom layers of a scanned layer stack is not supported; set "
+                               f"scan_layers=False to freeze {config.freeze!r}")
+    _check_frozen_layers(config.freeze, leaves)
+    if any("layers/layer/" in p and pattern.search(p) for p in leaves):
       raise errors.ConfigError("freezing part of a scanned layer stack is not supported; set scan_layers=False "
                                f"to freeze {config.freeze!r}")
     labels = jax.tree_util.tree_map(lambda p, lab: "frozen" if pattern.search(p) else lab, paths, labels)
