@@ -24,10 +24,9 @@ from typing import Sequence
 
 from xtreme_jax import errors
 from xtreme_jax.data.xtreme_readers import malformed, numbered_lines
+from xtreme_jax.registry.mbert import NER_TAGS as TAGS, NER_TYPES as TYPES
 
 DOCSTART = "-DOCSTART-"
-TYPES = ("LOC", "MISC", "ORG", "PER")
-TAGS = ("O",) + tuple(f"{p}-{t}" for t in TYPES for p in "BI")
 OUTSIDE = {"O": "O", "N": "O"}
 
 

@@ -25,8 +25,7 @@ import re
 
 from xtreme_jax import errors
 from xtreme_jax.data.xtreme_readers import malformed, numbered_lines
-
-LABELS = ("CCAT", "ECAT", "GCAT", "MCAT")
+from xtreme_jax.registry.mbert import MLDOC_LABELS as LABELS
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?![a-zà-ÿа-яё])|(?<=[。！？])")
 
 

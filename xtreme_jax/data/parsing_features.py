@@ -24,15 +24,11 @@ import numpy as np
 
 from xtreme_jax import errors
 from xtreme_jax.evaluation.parsing import coarse
+from xtreme_jax.registry.mbert import UD_RELATIONS
 
 EVAL_MAX_WORDS = 140
 EVAL_MAX_SUBWORDS = 512
 TRAIN_MAX_SUBWORDS = 128
-# The 37 universal relations of UD v2 (the coarse labels the parser predicts).
-UD_RELATIONS = ("acl", "advcl", "advmod", "amod", "appos", "aux", "case", "cc", "ccomp", "clf", "compound", "conj",
-                "cop", "csubj", "dep", "det", "discourse", "dislocated", "expl", "fixed", "flat", "goeswith", "iobj",
-                "list", "mark", "nmod", "nsubj", "nummod", "obj", "obl", "orphan", "parataxis", "punct",
-                "reparandum", "root", "vocative", "xcomp")
 
 
 def _pieces(record: dict, vocab) -> list[list[int]]:

@@ -59,6 +59,11 @@ def sample_xtreme_labels_dir() -> str:
   return os.path.join(SAMPLE_DIR, "xtreme_labels")
 
 
+def sample_mbert_dir() -> str:
+  """The mBERT paper's tasks (MLDoc, CoNLL NER, UD POS / parsing) in their own layouts (`registry/mbert.py`)."""
+  return os.path.join(SAMPLE_DIR, "mbert")
+
+
 def sample_wili_dir() -> str:
   """A WiLI-2018-format sample (3 languages) for the language-ID probe."""
   return os.path.join(SAMPLE_DIR, "wili")

@@ -1,0 +1,51 @@
+"""The mBERT paper's tasks in the registry (registry/mbert.py) and their data object on the bundled sample."""
+
+import os
+
+import pytest
+
+from xtreme_jax import errors
+from xtreme_jax.data import paths
+from xtreme_jax.data.mbert_data import MbertData
+from xtreme_jax.registry.mbert import MBERT, PARSING_TREEBANKS
+
+DATA = MbertData(data_dir=paths.sample_mbert_dir())
+SAMPLE = {("mldoc", "en", "train"): 8, ("mldoc", "en", "dev"): 4, ("mldoc", "de", "test"): 4,
+          ("mldoc", "fr", "test"): 4, ("mldoc", "zh", "test"): 4, ("ner", "en", "train"): 4, ("ner", "en", "dev"): 2,
+          ("ner", "de", "test"): 2, ("ner", "es", "test"): 2, ("ner", "nl", "test"): 2, ("ner", "zh", "test"): 2,
+          ("pos", "en", "train"): 4, ("pos", "de", "test"): 2, ("pos", "es", "test"): 2,
+          ("parsing", "en", "train"): 4, ("parsing", "de", "test"): 2}
+
+
+def test_the_registry_holds_the_papers_languages():
+  assert MBERT.task("mldoc").test_languages == ("de", "en", "es", "fr", "it", "ja", "ru", "zh")
+  assert MBERT.task("ner").test_languages == ("en", "de", "es", "nl", "zh")
+  assert len(MBERT.task("pos").test_languages) == 15 and len(PARSING_TREEBANKS) == 31
+  assert all(t.languages["train"] == ("en",) for t in MBERT.tasks)  # zero-shot from English
+  assert MBERT.task("ner").file("dev", "de") == "conll2003/deu.testa"
+
+
+@pytest.mark.parametrize("source,count", sorted(SAMPLE.items()))
+def test_every_sample_file_reads(source, count):
+  assert DATA.available(*source)
+  assert len(DATA.read(*source)) == count
+
+
+def test_records_of_each_task():
+  en = DATA.read("ner", "en", "train")
+  assert en[3]["tokens"][:2] == ["Anna", "Maria"] and en[3]["tags"][:2] == ["B-PER", "B-PER"]  # IOB1 -> BIO
+  assert DATA.read("ner", "zh", "test")[1]["tags"][:2] == ["B-PER", "I-PER"]
+  doc = DATA.read("mldoc", "zh", "test")[0]
+  assert doc["text_a"].endswith("。") and doc["text_b"].startswith("其股价") and doc["label"] == "CCAT"
+  assert DATA.read("pos", "de", "test")[0]["tags"] == ["DET", "NOUN", "VERB", "PUNCT"]
+  assert DATA.read("parsing", "en", "test")[1]["heads"] == [2, 0, 4, 2, 2]
+
+
+def test_missing_files_and_languages_are_named(tmp_path):
+  data = MbertData(data_dir=str(tmp_path))
+  with pytest.raises(errors.MissingInputError, match=r"mldoc/italian.test does not exist; it comes from the MLDoc"):
+    data.read("mldoc", "it", "test")
+  assert not data.available("pos", "sv", "test")
+  with pytest.raises(errors.ConfigError, match="ner has no train data for 'de'"):
+    DATA.location("ner", "de", "train")
+  assert os.path.basename(DATA.location("parsing", "zh", "test")) == "zh_gsd-ud-test.conllu"

@@ -1,0 +1,68 @@
+"""Where the mBERT paper's examples come from: its datasets' own files under one folder (`registry/mbert.py`).
+
+`MbertData(data_dir)` offers `read`, `location`, `available` like the other
+benchmarks' data objects. Records: MLDoc `{"id", "text_a", "text_b",
+"label"}` (`data/mldoc.py`), NER `{"id", "tokens", "tags"}` in BIO
+(`data/conll_ner.py`), POS `{"id", "tokens", "tags"}` with the UPOS tags of
+UD v1.4 (`data/conllu.py`), parsing the CoNLL-U records (`tokens`, `upos`,
+`heads`, `deprels`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import ClassVar, Optional
+
+from xtreme_jax import errors, fs
+from xtreme_jax.data import conll_ner, conllu, mldoc
+from xtreme_jax.registry.mbert import MBERT
+from xtreme_jax.registry.spec import BenchmarkSpec
+
+SOURCES = {"mldoc": "the MLDoc scripts (github.com/facebookresearch/MLDoc) run on the Reuters corpora RCV1 / RCV2",
+           "ner": "CoNLL-2002 / CoNLL-2003 (eng, deu need the Reuters corpus) and Levow (2006) for Chinese",
+           "pos": "Universal Dependencies v1.4 (hdl.handle.net/11234/1-1827)",
+           "parsing": "Universal Dependencies v2.2 (hdl.handle.net/11234/1-2837)"}
+
+
+def _pos(path: str) -> list[dict]:
+  return [{"id": s["id"], "tokens": s["tokens"], "tags": s["upos"]} for s in conllu.read(path, check_trees=False)]
+
+
+_READERS = {"mldoc": mldoc.read, "ner": conll_ner.read, "pos": _pos, "parsing": conllu.read}
+
+
+@dataclasses.dataclass(frozen=True)
+class MbertData:
+  """Reads (task, language, split) of the mBERT paper's tasks under `data_dir` (module docstring)."""
+
+  source: str = "official"
+  data_dir: Optional[str] = None
+  translations_dir: Optional[str] = None
+  benchmark: ClassVar[BenchmarkSpec] = MBERT
+
+  def __post_init__(self):
+    if not self.data_dir:
+      raise errors.ConfigError("the mBERT paper's tasks need data_dir: the folder holding mldoc/, conll2002/, "
+                               "conll2003/, chinese_ner/, ud-treebanks-v1.4/, ud-treebanks-v2.2/")
+
+  @property
+  def translations_root(self) -> Optional[str]:
+    return self.translations_dir
+
+  def location(self, task: str, language: str, split: str) -> str:
+    spec = MBERT.task(task)
+    if language not in spec.languages.get(split, ()):
+      raise errors.ConfigError(f"{task} has no {split} data for {language!r}; languages with {split}: "
+                               f"{' '.join(spec.languages.get(split, ()))}")
+    return os.path.join(self.data_dir, spec.file(split, language))
+
+  def available(self, task: str, language: str, split: str) -> bool:
+    return language in MBERT.task(task).languages.get(split, ()) and fs.isfile(self.location(task, language, split))
+
+  def read(self, task: str, language: str, split: str) -> list[dict]:
+    path = self.location(task, language, split)
+    if not fs.isfile(path):
+      raise errors.MissingInputError(f"{task} {split} {language}: expected file {path} does not exist; it comes from "
+                                     f"{SOURCES[task]} (layout: xtreme_jax/registry/mbert.py)")
+    return _READERS[task](path)
