@@ -1,0 +1,103 @@
+"""Scores a submission of the mBERT paper's tasks against their test files (`registry/mbert.py`).
+
+Prediction files `<dir>/<task>/test-<lg>.tsv`, in the order of the test
+file:
+
+* mldoc: one label per document line; accuracy.
+* ner: one tag per word, a blank line after each sentence (the layout of
+  XTREME's tagging submissions); tags repaired to valid BIO
+  (`conll_ner.to_bio`) before entity F1 (`metrics.entity_f1`).
+* pos: the same layout, UPOS tags; token accuracy.
+* parsing: `HEAD<TAB>RELATION` per word, a blank line after each sentence;
+  UAS / LAS without PUNCT / SYM on coarse relations (`evaluation/parsing`),
+  over the gold sentences of at most `EVAL_MAX_WORDS` words (the paper's
+  threshold; the longer ones need no prediction block and are not scored).
+
+`score_submission(dir, data, tasks)` gives `{"tasks": {task: {"languages":
+{lg: metrics}, "score": mean of the task's metric, "missing": {lg: why}}}}`,
+scores in percent; a prediction file with another number of sentences or
+words than the gold is a `DataError` naming the file and the sentence.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+from xtreme_jax import errors, fs
+from xtreme_jax.data.conll_ner import to_bio
+from xtreme_jax.data.parsing_features import EVAL_MAX_WORDS
+from xtreme_jax.evaluation import metrics, parsing
+from xtreme_jax.registry.mbert import MBERT
+
+METRIC = {"mldoc": "accuracy", "ner": "f1", "pos": "accuracy", "parsing": "las"}
+
+
+def _blocks(path: str) -> list[list[str]]:
+  """Blank-line separated blocks of non-empty lines."""
+  blocks, current = [], []
+  for line in fs.read_text(path).splitlines() + [""]:
+    if line.strip():
+      current.append(line.rstrip("\r"))
+    elif current:
+      blocks.append(current)
+      current = []
+  return blocks
+
+
+def _aligned(path: str, predicted: list[list[str]], gold: list[dict]) -> None:
+  if len(predicted) != len(gold):
+    raise errors.DataError(f"{path}: {len(predicted)} sentences; the test file has {len(gold)}")
+  for i, (p, g) in enumerate(zip(predicted, gold)):
+    if len(p) != len(g["tokens"]):
+      raise errors.DataError(f"{path}: sentence {i + 1} ({g['id']}) has {len(p)} predicted words; the test file has "
+                             f"{len(g['tokens'])}")
+
+
+def score_file(task: str, path: str, gold: list[dict]) -> dict:
+  """The metrics of one prediction file against the gold records of its test file (module docstring)."""
+  if task == "mldoc":
+    predicted = [line.strip() for line in fs.read_text(path).splitlines() if line.strip()]
+    if len(predicted) != len(gold):
+      raise errors.DataError(f"{path}: {len(predicted)} labels; the test file has {len(gold)} documents")
+    return {"accuracy": metrics.accuracy(predicted, [g["label"] for g in gold])}
+  if task == "parsing":
+    gold = [g for g in gold if len(g["tokens"]) <= EVAL_MAX_WORDS]
+    blocks = _blocks(path)
+    _aligned(path, blocks, gold)
+    heads, rels = [], []
+    for i, block in enumerate(blocks):
+      cols = [line.split("\t") for line in block]
+      if any(len(c) != 2 or not c[0].isdigit() for c in cols):
+        raise errors.DataError(f"{path}: sentence {i + 1}: expected `HEAD<TAB>RELATION` per word")
+      heads.append([int(c[0]) for c in cols])
+      rels.append([c[1] for c in cols])
+    return parsing.attachment_scores([g["heads"] for g in gold], [g["deprels"] for g in gold], heads, rels,
+                                     [g["upos"] for g in gold])
+  blocks = _blocks(path)
+  _aligned(path, blocks, gold)
+  if task == "ner":
+    return metrics.entity_f1([to_bio(b) for b in blocks], [g["tags"] for g in gold])
+  return {"accuracy": metrics.pos_token_accuracy(blocks, [g["tags"] for g in gold])}
+
+
+def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_names,
+                     languages: Optional[Sequence[str]] = None) -> dict:
+  """Every task's per-language metrics and mean score over the languages predicted (module docstring)."""
+  out = {}
+  for task in tasks:
+    spec, result = MBERT.task(task), {"languages": {}, "missing": {}}
+    for lg in spec.test_languages:
+      if languages is not None and lg not in languages:
+        continue
+      path = os.path.join(directory, MBERT.prediction_file(task, lg))
+      if not fs.isfile(path):
+        result["missing"][lg] = "no prediction file"
+      elif not data.available(task, lg, "test"):
+        result["missing"][lg] = f"no test file {data.location(task, lg, 'test')}"
+      else:
+        result["languages"][lg] = score_file(task, path, data.read(task, lg, "test"))
+    scores = [m[METRIC[task]] for m in result["languages"].values()]
+    result["score"] = sum(scores) / len(scores) if scores else None
+    out[task] = result
+  return {"tasks": out}
