@@ -34,7 +34,7 @@ def test_scores_by_hand(tmp_path):
   parse = result["parsing"]["languages"]["de"]
   assert parse["words"] == 7 and parse["uas"] == pytest.approx(100 * 6 / 7) and parse["las"] == pytest.approx(100 * 5 / 7)
   assert result["parsing"]["score"] == pytest.approx(100 * 5 / 7)
-  assert result["ner"]["missing"]["de"] == "no prediction file"
+  assert result["ner"]["missing"]["de"] == "no prediction file" and result["pos"]["missing"]["sv"] == "no test file"
 
 
 def test_misaligned_predictions_name_the_file_and_sentence(tmp_path):

@@ -91,13 +91,25 @@ def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_nam
       if languages is not None and lg not in languages:
         continue
       path = os.path.join(directory, MBERT.prediction_file(task, lg))
-      if not fs.isfile(path):
+      if not data.available(task, lg, "test"):
+        result["missing"][lg] = "no test file"
+      elif not fs.isfile(path):
         result["missing"][lg] = "no prediction file"
-      elif not data.available(task, lg, "test"):
-        result["missing"][lg] = f"no test file {data.location(task, lg, 'test')}"
       else:
         result["languages"][lg] = score_file(task, path, data.read(task, lg, "test"))
     scores = [m[METRIC[task]] for m in result["languages"].values()]
     result["score"] = sum(scores) / len(scores) if scores else None
     out[task] = result
   return {"tasks": out}
+
+
+def format_table(results: dict) -> str:
+  """A plain-text table: one row per task, its languages' scores (the task's metric, %) and their mean."""
+  tasks = results["tasks"]
+  langs = list(dict.fromkeys(lg for r in tasks.values() for lg in r["languages"]))
+  lines = [f"{'task':<9}" + "".join(f"{lg:>7}" for lg in langs) + f"{'mean':>7}"]
+  for task, r in tasks.items():
+    cells = [f"{r['languages'][lg][METRIC[task]]:7.1f}" if lg in r["languages"] else f"{'-':>7}" for lg in langs]
+    mean = f"{r['score']:7.1f}" if r["score"] is not None else f"{'-':>7}"
+    lines.append(f"{task:<9}" + "".join(cells) + mean)
+  return "\n".join(lines)

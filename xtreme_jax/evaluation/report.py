@@ -670,3 +670,38 @@ def write_xglue_report(results: Mapping, out_dir: str) -> dict[str, str]:
   paths["report.md"] = os.path.join(out_dir, "report.md")
   atomic.write_text(paths["report.md"], render_xglue_markdown(results))
   return paths
+
+
+def render_mbert_markdown(results: Mapping) -> str:
+  """The mBERT paper's report of `mbert_scorer.score_submission`'s results: one table per task with its
+  languages as columns (the task's metric, %), the task means, the fine-tuning table."""
+  from xtreme_jax.evaluation.mbert_scorer import METRIC
+  rows = [[task, METRIC[task], str(len(r["languages"])), _fmt(r["score"])] for task, r in results["tasks"].items()]
+  parts = ["# The mBERT paper's tasks (zero-shot from English)",
+           _markdown(["Task", "Metric", "Languages", "Mean"], ["---", "---", "---:", "---:"], rows)]
+  runs = results.get("runs") or {}
+  if runs:
+    parts += ["## Fine-tuning", finetuning_table(runs)]
+    if _histories(runs):
+      parts.append(f"![fine-tuning loss per model]({LOSS_PLOT})")
+  for task, r in results["tasks"].items():
+    langs = ordered_languages(None, list(r["languages"]))
+    if langs:
+      parts += [f"## {task}", _markdown(["Metric", *langs], ["---"] + ["---:"] * len(langs),
+                                        [[METRIC[task], *(_fmt(r["languages"][lg][METRIC[task]]) for lg in langs)]])]
+    if r["missing"]:
+      parts.append("Not scored: " + ", ".join(f"{lg} ({why})" for lg, why in r["missing"].items()))
+  return "\n\n".join(parts) + "\n"
+
+
+def write_mbert_report(results: Mapping, out_dir: str) -> dict[str, str]:
+  """`results.json`, `report.md` and, with `results["runs"]`, `plots/loss.png` under `out_dir`, atomically."""
+  out_dir = fs.abspath(out_dir)
+  paths = {}
+  if _histories(results.get("runs") or {}):
+    paths[LOSS_PLOT] = plot_losses(results["runs"], os.path.join(out_dir, LOSS_PLOT))
+  paths["results.json"] = os.path.join(out_dir, "results.json")
+  atomic.write_json(paths["results.json"], results)
+  paths["report.md"] = os.path.join(out_dir, "report.md")
+  atomic.write_text(paths["report.md"], render_mbert_markdown(results))
+  return paths

@@ -4,13 +4,15 @@
     XTREME.task("xnli").test_languages
     XGLUE.task("WPR").file("dev", "de")   # 'WPR/xglue.wpr.de.dev'
 
-A benchmark's task names are its own (XGLUE's are upper case, as its folders).
+A benchmark's task names are its own (XGLUE's are upper case, as its folders). `MBERT` holds the tasks of
+the mBERT paper (Wu & Dredze 2019), run as a benchmark of their own.
 """
 
+from xtreme_jax.registry.mbert import MBERT
 from xtreme_jax.registry.spec import BenchmarkSpec, TaskSpec
 from xtreme_jax.registry.xglue import XGLUE
 from xtreme_jax.registry.xtreme import XTREME
 
-BENCHMARKS = {"xtreme": XTREME, "xglue": XGLUE}
+BENCHMARKS = {"xtreme": XTREME, "xglue": XGLUE, "mbert": MBERT}
 
-__all__ = ["BENCHMARKS", "BenchmarkSpec", "TaskSpec", "XGLUE", "XTREME"]
+__all__ = ["BENCHMARKS", "BenchmarkSpec", "MBERT", "TaskSpec", "XGLUE", "XTREME"]

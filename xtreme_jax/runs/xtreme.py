@@ -135,13 +135,14 @@ from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translation
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.sources import FeatureListSource
 from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
+from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
 from xtreme_jax.runs import filter_kinds, soft_labels, task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
@@ -185,7 +186,7 @@ TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_tes
 FILTER_SETTINGS = ("filter_teacher", "filter_student")
 # Every benchmark's settings (`BenchmarkSpec.settings`; a run allows its benchmark's only).
 SETTINGS = tuple(dict.fromkeys(s for b in BENCHMARKS.values() for s in b.settings))
-DATA = {"xtreme": XtremeData, "xglue": XglueData}  # benchmark -> its data class (read / available / location)
+DATA = {"xtreme": XtremeData, "xglue": XglueData, "mbert": MbertData}  # benchmark -> its data class
 # Task -> reader task whose translations are its translate-train data (xquad / mlqa: SQuAD).
 TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.translate_train}
 TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
@@ -1235,6 +1236,10 @@ def _check_labels(runner: XtremeRunner, tasks: Sequence[str], labels_dir: Option
   from xtreme_jax.evaluation import scorer
   if not labels_dir:
     return
+  if runner.benchmark is MBERT:
+    _require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected the mBERT paper's data "
+             "folder: its test files carry the gold, registry/mbert.py)")
+    return
   if runner.benchmark is XGLUE:
     _require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected the XGLUE ground truth: "
              "the dataset layout with labelled files, e.g. the xglue_full_dataset folder for SPLIT='dev')")
@@ -1405,6 +1410,22 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   return _run(runner, tasks, languages, labels_dir)
 
 
+def mbert(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
+          labels_dir: Optional[str] = None, tasks: Sequence[str] = ("mldoc", "ner", "pos"),
+          languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
+          settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
+          resume_overrides: Optional[dict] = None) -> dict:
+  """Runs the mBERT paper's tasks (`registry/mbert.py`: MLDoc, CoNLL NER, UD POS) zero-shot from English.
+
+  `data_dir`: the folder of their datasets in their own layouts; `labels_dir`
+  (usually `data_dir`: the test files carry the gold) scores the submission
+  with `evaluation/mbert_scorer.py`. The rest as `xtreme`.
+  """
+  runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
+                        resume_overrides=resume_overrides, benchmark="mbert")
+  return _run(runner, tasks, languages, labels_dir)
+
+
 def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], labels_dir: Optional[str],
          pseudo_test: bool = False) -> dict:
   """Claims the run directory, checks everything (`check_run`), then `run_benchmark`."""
@@ -1464,6 +1485,11 @@ def _scoring(benchmark: BenchmarkSpec) -> tuple:
     return (lambda runner, tasks, labels: xglue_scorer.score_submission(runner.submission, labels, runner.split,
                                                                         tasks),
             report.write_xglue_report, xglue_scorer.format_table)
+  if benchmark is MBERT:
+    from xtreme_jax.evaluation import mbert_scorer
+    return (lambda runner, tasks, labels: mbert_scorer.score_submission(runner.submission, MbertData(data_dir=labels),
+                                                                        tasks),
+            report.write_mbert_report, mbert_scorer.format_table)
   return (lambda runner, tasks, labels: scorer.score_submission(runner.submission, labels, tasks=tasks),
           report.write_report, scorer.format_table)
 

@@ -1,0 +1,32 @@
+"""The mBERT paper's tasks through the runner (`xtreme.mbert`, runs/mbert.gin) on the bundled sample."""
+
+import json
+
+import gin
+import pytest
+
+from xtreme_jax import cli
+from xtreme_jax.data import paths
+from xtreme_jax.data.mbert_data import MbertData
+from xtreme_jax.registry.mbert import NER_TAGS
+
+
+@pytest.mark.slow
+def test_ner_zero_shot_from_english_is_predicted_scored_and_reported(tmp_path):
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/mbert_paper_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.TASKS=('ner',)", "--gin.EPOCHS=4.0", "--gin.FREEZE_BOTTOM=0"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  data = MbertData(data_dir=paths.sample_mbert_dir())
+  scores = json.loads((tmp_path / "scores.json").read_text())["tasks"]["ner"]
+  assert set(scores["languages"]) == {"en", "de", "es", "nl", "zh"}  # every language with a test file
+  for lg in scores["languages"]:
+    blocks = (tmp_path / "submission" / "ner" / f"test-{lg}.tsv").read_text().strip("\n").split("\n\n")
+    gold = data.read("ner", lg, "test")
+    assert [len(b.split("\n")) for b in blocks] == [len(s["tokens"]) for s in gold]
+    assert set("\n".join(blocks).split()) <= set(NER_TAGS)
+  config = json.loads((tmp_path / "run_config.json").read_text())
+  assert "embeddings" in json.dumps(config)  # FREEZE_BOTTOM=0: the embeddings are frozen, recorded in the recipe
+  assert "## ner" in (tmp_path / "report" / "report.md").read_text()
