@@ -43,7 +43,7 @@ def test_scores_are_the_biaffine_of_first_subword_states_with_cls_as_root():
   model = parser.BiaffineParserModel(CONFIG, num_rels=4, arc_dim=6, rel_dim=5)
   batch = _batch()
   params = _random_params(model, batch)
-  out = model.predict_batch(params, batch)
+  out = model.network(True).apply({"params": params}, batch)
   seq = np.asarray(TransformerEncoder(CONFIG).apply({"params": params["backbone"]}, batch["input_ids"],
                                                     batch["input_mask"], batch["token_type_ids"]).sequence)
   p = jax.tree_util.tree_map(np.asarray, params)
@@ -56,6 +56,8 @@ def test_scores_are_the_biaffine_of_first_subword_states_with_cls_as_root():
     rel = (np.einsum("i,rij,j->r", mlp["rel_dep"][d], p["rel_bilinear"], mlp["rel_head"][h])
            + mlp["rel_dep"][d] @ p["rel_dep_linear"] + mlp["rel_head"][h] @ p["rel_head_linear"] + p["rel_bias"])
     np.testing.assert_allclose(np.asarray(out["rels"][b, d, h]), rel, rtol=1e-4, atol=1e-4)
+  predicted = model.predict_batch(params, batch)
+  np.testing.assert_array_equal(predicted["rel_ids"], np.asarray(out["rels"]).argmax(-1))
 
 
 def _log_softmax(x):
@@ -67,7 +69,7 @@ def test_loss_is_head_and_relation_cross_entropy_over_the_sentences_words():
   model = parser.BiaffineParserModel(CONFIG, num_rels=4, arc_dim=6, rel_dim=5)
   batch = _batch()
   params = _random_params(model, batch)
-  out = jax.tree_util.tree_map(np.asarray, model.predict_batch(params, batch))
+  out = jax.tree_util.tree_map(np.asarray, model.network(True).apply({"params": params}, batch))
   loss, sums = model.loss_terms(out, batch)
   expected = 0.0
   for b in range(2):
@@ -85,7 +87,7 @@ def test_decode_takes_the_single_root_tree_and_each_words_relation_at_its_head()
   arcs[2, 1] = 4.0
   rels = np.zeros((5, 5, 3))
   rels[1, 0, 2] = rels[2, 1, 1] = rels[3, 2, 0] = rels[4, 3, 1] = 1.0
-  heads, labels = parser.decode(arcs, rels, 4)
+  heads, labels = parser.decode(arcs, rels.argmax(-1), 4)
   assert heads == [0, 1, 2, 3] and labels == [2, 1, 0, 1]
   assert list(parsing.mst_heads(arcs.T)[1:]) == heads
 

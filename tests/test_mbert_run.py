@@ -12,11 +12,11 @@ from xtreme_jax.registry.mbert import NER_TAGS
 
 
 @pytest.mark.slow
-def test_ner_zero_shot_from_english_is_predicted_scored_and_reported(tmp_path):
+def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reported(tmp_path):
   gin.clear_config(clear_constants=True)
   try:
     assert cli.main(["run", "--gin_file=experiments/mbert_paper_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
-                     "--gin.TASKS=('ner',)", "--gin.EPOCHS=4.0", "--gin.FREEZE_BOTTOM=0"]) == 0
+                     "--gin.TASKS=('ner', 'parsing')", "--gin.EPOCHS=4.0", "--gin.FREEZE_BOTTOM=0"]) == 0
   finally:
     gin.clear_config(clear_constants=True)
   data = MbertData(data_dir=paths.sample_mbert_dir())
@@ -29,4 +29,13 @@ def test_ner_zero_shot_from_english_is_predicted_scored_and_reported(tmp_path):
     assert set("\n".join(blocks).split()) <= set(NER_TAGS)
   config = json.loads((tmp_path / "run_config.json").read_text())
   assert "embeddings" in json.dumps(config)  # FREEZE_BOTTOM=0: the embeddings are frozen, recorded in the recipe
-  assert "## ner" in (tmp_path / "report" / "report.md").read_text()
+  report = (tmp_path / "report" / "report.md").read_text()
+  assert "## ner" in report and "## parsing" in report
+  parsing = json.loads((tmp_path / "scores.json").read_text())["tasks"]["parsing"]
+  assert set(parsing["languages"]) == {"en", "de", "es"} and 0 <= parsing["score"] <= 100
+  for lg in parsing["languages"]:  # HEAD<TAB>RELATION per word, one block per sentence, each a tree
+    blocks = (tmp_path / "submission" / "parsing" / f"test-{lg}.tsv").read_text().strip("\n").split("\n\n")
+    gold = data.read("parsing", lg, "test")
+    heads = [[int(line.split("\t")[0]) for line in b.split("\n")] for b in blocks]
+    assert [len(h) for h in heads] == [len(s["tokens"]) for s in gold]
+    assert all(h.count(0) == 1 for h in heads)

@@ -15,9 +15,9 @@ head_h . u`; relation scores for every (dependent, head) pair are
 `dep_d U_r head_h + W_r [dep_d; head_h] + b_r`. Training: cross-entropy of
 each word's gold head over the root and the sentence's words, plus the
 cross-entropy of its relation at the gold head. Prediction returns the arc
-scores and the relation scores of every pair; `decode` takes the maximum
-spanning tree with one root word (`evaluation/parsing.mst_heads`) and each
-word's best relation at its tree head.
+scores and each pair's best relation; `decode` takes the maximum spanning
+tree with one root word (`evaluation/parsing.mst_heads`) and each word's
+best relation at its tree head.
 """
 
 from __future__ import annotations
@@ -114,10 +114,16 @@ class BiaffineParserModel(Model):
                   "las": jnp.sum(head_ok * rel_ok * weights)}
 
 
-def decode(arcs: np.ndarray, rels: np.ndarray, words: int) -> tuple[list[int], list[int]]:
+  def predict_batch(self, params, batch: dict) -> dict:
+    """{"arcs": (B, W + 1, W + 1) scores, "rel_ids": (B, W + 1, W + 1) each pair's best relation} (the relation
+    scores of every pair, W^2 R floats per sentence, stay on the device)."""
+    out = self.network(True).apply({"params": params}, batch)
+    return {"arcs": out["arcs"], "rel_ids": jnp.argmax(out["rels"], axis=-1).astype(jnp.int32)}
+
+
+def decode(arcs: np.ndarray, rel_ids: np.ndarray, words: int) -> tuple[list[int], list[int]]:
   """(heads, relation ids) of one sentence's `words` words from its arc scores (W + 1, W + 1) [dependent, head]
-  and relation scores (W + 1, W + 1, R): the MST with one root word, each word's best relation at its head."""
+  and each pair's best relation (W + 1, W + 1): the MST with one root word, each word's relation at its head."""
   n = words + 1
   heads = mst_heads(np.asarray(arcs, np.float64)[:n, :n].T)  # mst_heads takes [head, dependent]
-  deps = np.arange(1, n)
-  return [int(h) for h in heads[1:]], [int(r) for r in np.asarray(rels)[deps, heads[1:]].argmax(-1)]
+  return [int(h) for h in heads[1:]], [int(r) for r in np.asarray(rel_ids)[np.arange(1, n), heads[1:]]]

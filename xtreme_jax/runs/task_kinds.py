@@ -19,13 +19,15 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
+from xtreme_jax.data import parsing_features
 from xtreme_jax.data.classification_source import encode_pair
 from xtreme_jax.data.qa_features import qa_windows
 from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
-from xtreme_jax.evaluation import bleu, metrics
+from xtreme_jax.evaluation import bleu, metrics, parsing
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
                                                RatingRegressionModel)
+from xtreme_jax.models.parser import BiaffineParserModel, decode as decode_parse
 from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.tagging import TaggingModel
@@ -367,8 +369,73 @@ class Generation(Kind):
     return "".join(" ".join(text.split()) + "\n" for text in predicted)  # one line per source line
 
 
+class Parsing(Kind):
+  """Dependency trees (the mBERT paper's biaffine parser, `models/parser.py`): one window per sentence, words on
+  their first subword, MST decoding; dev LAS.
+
+  Training takes the sentences that fit `seq_len` subwords (the paper: 128); evaluation those of at most
+  `EVAL_MAX_WORDS` words, in windows of the smaller of their longest subword length and `EVAL_MAX_SUBWORDS`.
+  Longer sentences are not predicted (None) and leave no block in the submission (the scorer skips them); one
+  within 140 words but over 512 subwords (none in UD) is predicted as a chain from its first word.
+  """
+
+  model_keys = ("input_ids", "input_mask", "token_type_ids", "word_starts", "word_mask", "heads", "rels")
+  predict_keys = ("input_ids", "input_mask", "token_type_ids", "word_starts", "word_mask")
+  weight_key = "word_mask"
+  selection = ("dev_las", "LAS")
+  gold_key = "heads"
+
+  def model(self, spec, config, settings=None, vocab=None):
+    return BiaffineParserModel(config, num_rels=len(spec.labels))
+
+  def features(self, spec, examples, vocab, settings, training):
+    if training:
+      words = subwords = settings.seq_len
+    else:
+      lengths = [parsing_features.subword_length(ex, vocab) for ex in examples
+                 if len(ex["tokens"]) <= parsing_features.EVAL_MAX_WORDS] or [2]
+      subwords = min(max(lengths), parsing_features.EVAL_MAX_SUBWORDS)
+      words = min(max(len(ex["tokens"]) for ex in examples), parsing_features.EVAL_MAX_WORDS)
+    out, owners = [], []
+    for i, ex in enumerate(examples):
+      f = parsing_features.parse_features(ex if training else {**ex, "heads": None}, vocab, words, subwords,
+                                          spec.labels)
+      if f is not None:
+        out.append(f)
+        owners.append(i)
+    if training and len(out) < len(examples):
+      logging.info("%s: %d of %d training sentences exceed %d subwords and are left out", spec.name,
+                   len(examples) - len(out), len(examples), subwords)
+    return out, owners
+
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+    out = predict(self.predict_keys)
+    predicted = [None if len(ex["tokens"]) > parsing_features.EVAL_MAX_WORDS else
+                 ([0] + list(range(1, len(ex["tokens"]))), ["dep"] * len(ex["tokens"])) for ex in examples]
+    for k, i in enumerate(owners):
+      heads, rels = decode_parse(out["arcs"][k], out["rel_ids"][k], len(examples[i]["tokens"]))
+      predicted[i] = (heads, [spec.labels[r] for r in rels])
+    return predicted
+
+  @staticmethod
+  def _scores(examples, predicted) -> dict:
+    pairs = [(ex, p) for ex, p in zip(examples, predicted) if p is not None]
+    return parsing.attachment_scores([ex["heads"] for ex, _ in pairs], [ex["deprels"] for ex, _ in pairs],
+                                     [p[0] for _, p in pairs], [p[1] for _, p in pairs],
+                                     [ex["upos"] for ex, _ in pairs])
+
+  def train_accuracy(self, examples, predicted):
+    return self._scores(examples, predicted)["uas"]
+
+  def dev_score(self, examples, predicted):
+    return self._scores(examples, predicted)["las"]
+
+  def submission_text(self, predicted, questions=(), where=""):
+    return "\n".join("".join(f"{h}\t{r}\n" for h, r in zip(*p)) for p in predicted if p is not None)
+
+
 KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "ranking": Ranking(), "tagging": Tagging(),
-                          "span_qa": SpanQa(), "generation": Generation()}
+                          "span_qa": SpanQa(), "generation": Generation(), "parsing": Parsing()}
 
 
 def of(spec: TaskSpec) -> Kind:

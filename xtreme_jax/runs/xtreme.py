@@ -1411,11 +1411,12 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
 
 
 def mbert(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
-          labels_dir: Optional[str] = None, tasks: Sequence[str] = ("mldoc", "ner", "pos"),
+          labels_dir: Optional[str] = None, tasks: Sequence[str] = MBERT.task_names,
           languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
           resume_overrides: Optional[dict] = None) -> dict:
-  """Runs the mBERT paper's tasks (`registry/mbert.py`: MLDoc, CoNLL NER, UD POS) zero-shot from English.
+  """Runs the mBERT paper's tasks (`registry/mbert.py`: MLDoc, CoNLL NER, UD POS, parsing) zero-shot from
+  English.
 
   `data_dir`: the folder of their datasets in their own layouts; `labels_dir`
   (usually `data_dir`: the test files carry the gold) scores the submission
