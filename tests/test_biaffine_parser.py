@@ -43,9 +43,9 @@ def test_scores_are_the_biaffine_of_first_subword_states_with_cls_as_root():
   model = parser.BiaffineParserModel(CONFIG, num_rels=4, arc_dim=6, rel_dim=5)
   batch = _batch()
   params = _random_params(model, batch)
-  out = model.network(True).apply({"params": params}, batch)
-  seq = np.asarray(TransformerEncoder(CONFIG).apply({"params": params["backbone"]}, batch["input_ids"],
-                                                    batch["input_mask"], batch["token_type_ids"]).sequence)
+  out = jax.jit(lambda p, b: model.network(True).apply({"params": p}, b))(params, batch)
+  seq = np.asarray(jax.jit(lambda p, b: TransformerEncoder(CONFIG).apply(
+      {"params": p}, b["input_ids"], b["input_mask"], b["token_type_ids"]).sequence)(params["backbone"], batch))
   p = jax.tree_util.tree_map(np.asarray, params)
   for b in range(2):
     states = np.concatenate([seq[b, :1], seq[b, batch["word_starts"][b]]])
@@ -56,7 +56,7 @@ def test_scores_are_the_biaffine_of_first_subword_states_with_cls_as_root():
     rel = (np.einsum("i,rij,j->r", mlp["rel_dep"][d], p["rel_bilinear"], mlp["rel_head"][h])
            + mlp["rel_dep"][d] @ p["rel_dep_linear"] + mlp["rel_head"][h] @ p["rel_head_linear"] + p["rel_bias"])
     np.testing.assert_allclose(np.asarray(out["rels"][b, d, h]), rel, rtol=1e-4, atol=1e-4)
-  predicted = model.predict_batch(params, batch)
+  predicted = jax.jit(model.predict_batch)(params, batch)
   np.testing.assert_array_equal(predicted["rel_ids"], np.asarray(out["rels"]).argmax(-1))
 
 

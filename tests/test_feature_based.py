@@ -31,11 +31,12 @@ def test_encoder_is_fixed_and_padding_does_not_reach_the_pooled_prediction():
   batch = _batch()
   params = nn.unbox(model.init(jax.random.PRNGKey(0), batch))
   assert params["scalar_mix"]["weights"].shape == (CONFIG.num_layers + 1,)  # embeddings + every layer
-  grads = jax.grad(lambda p: model.loss_fn(p, batch, None, deterministic=True)[0])(params)
+  grads = jax.jit(jax.grad(lambda p: model.loss_fn(p, batch, None, deterministic=True)[0]))(params)
   assert all(float(np.abs(g).max()) == 0 for g in jax.tree_util.tree_leaves(grads["backbone"]))
   assert float(np.abs(grads["scalar_mix"]["weights"]).max()) > 0
   other = {**batch, "input_ids": np.where(batch["input_mask"] == 1, batch["input_ids"], 40)}  # other padding ids
-  np.testing.assert_allclose(model.predict_batch(params, batch), model.predict_batch(params, other), rtol=1e-5)
+  predict = jax.jit(model.predict_batch)
+  np.testing.assert_allclose(predict(params, batch), predict(params, other), rtol=1e-5)
 
 
 def test_tagging_predicts_every_position():
