@@ -49,3 +49,14 @@ def test_missing_files_and_languages_are_named(tmp_path):
   with pytest.raises(errors.ConfigError, match="ner has no train data for 'de'"):
     DATA.location("ner", "de", "train")
   assert os.path.basename(DATA.location("parsing", "zh", "test")) == "zh_gsd-ud-test.conllu"
+
+
+def test_pos_selects_on_token_accuracy_as_it_is_scored():
+  from xtreme_jax.runs import task_kinds
+  from xtreme_jax.registry import XTREME
+  pos = task_kinds.of(MBERT.task("pos"))
+  assert pos.selection == ("dev_accuracy", "accuracy")
+  gold = DATA.read("pos", "en", "dev")
+  predicted = [["NOUN"] * len(s["tags"]) for s in gold]
+  assert pos.dev_score(gold, predicted) == pytest.approx(100 * 2 / 8)  # 2 of the dev set's 8 tokens are nouns
+  assert task_kinds.of(XTREME.task("udpos")).selection == ("dev_f1", "F1")  # XTREME keeps the official choice

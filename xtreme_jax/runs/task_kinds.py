@@ -218,6 +218,15 @@ class Tagging(Kind):
     # The official run_tag.py selects on seqeval 0.0.x chunk F1: entity F1 for NER, the leaderboard F1 for POS.
     return metrics.chunk_prf(predicted, [ex["tags"] for ex in examples])["f1"]
 
+
+class TaggingByAccuracy(Tagging):
+  """Tagging whose task is scored by token accuracy (the mBERT paper's POS): dev selection on accuracy too."""
+
+  selection = ("dev_accuracy", "accuracy")
+
+  def dev_score(self, examples, predicted):
+    return metrics.pos_token_accuracy(predicted, [ex["tags"] for ex in examples])
+
   def submission_text(self, predicted, questions=(), where=""):
     return "\n".join("".join(f"{tag}\n" for tag in tags) for tags in predicted)
 
@@ -436,6 +445,7 @@ class Parsing(Kind):
 
 KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "ranking": Ranking(), "tagging": Tagging(),
                           "span_qa": SpanQa(), "generation": Generation(), "parsing": Parsing()}
+TAGGING_BY_ACCURACY = TaggingByAccuracy()
 
 
 def of(spec: TaskSpec) -> Kind:
@@ -443,4 +453,6 @@ def of(spec: TaskSpec) -> Kind:
   if spec.kind not in KINDS:
     raise errors.ConfigError(f"{spec.benchmark} {spec.name}: kind {spec.kind!r} is not fine-tuned; fine-tuned "
                              f"kinds: {', '.join(KINDS)}")
+  if spec.kind == "tagging" and spec.score == "accuracy":
+    return TAGGING_BY_ACCURACY
   return KINDS[spec.kind]
