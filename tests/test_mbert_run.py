@@ -29,6 +29,9 @@ def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reporte
     assert set("\n".join(blocks).split()) <= set(NER_TAGS)
   config = json.loads((tmp_path / "run_config.json").read_text())
   assert "embeddings" in json.dumps(config)  # FREEZE_BOTTOM=0: the embeddings are frozen, recorded in the recipe
+  overlap = (tmp_path / "report" / "overlap.md").read_text()  # Figure 3: one row per scored target language
+  assert "| ner | de |" in overlap and "| parsing | es |" in overlap and "Pearson r" in overlap
+  assert (tmp_path / "report" / "overlap_p_type.png").is_file()
   report = (tmp_path / "report" / "report.md").read_text()
   assert "## ner" in report and "## parsing" in report
   parsing = json.loads((tmp_path / "scores.json").read_text())["tasks"]["parsing"]

@@ -26,3 +26,13 @@ def test_correlation_is_pearson_with_its_p_value(tmp_path):
   assert "| ner | es | 40.0 | 41.0 | 35.0 |" in overlap.table(rows)
   overlap.scatter_plot(rows, "p_type", str(tmp_path / "overlap.png"))
   assert (tmp_path / "overlap.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rows_of_a_run_compare_each_test_set_with_english_training_data():
+  from xtreme_jax.data import paths
+  from xtreme_jax.data.mbert_data import MbertData
+  data = MbertData(data_dir=paths.sample_mbert_dir())
+  got = overlap.rows(data, {"pos": {"en": 50.0, "de": 40.0, "es": 30.0}}, lambda t: t.split())
+  assert [(r["language"], r["score"]) for r in got] == [("de", 40.0), ("es", 30.0)]  # English is not a target
+  # German test words seen in the English POS training words: only "." (2 of 9 tokens, 1 of 8 types)
+  assert got[0]["p_token"] == pytest.approx(100 * 2 / 9) and got[0]["p_type"] == pytest.approx(100 / 8)

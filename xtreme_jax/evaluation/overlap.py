@@ -10,7 +10,9 @@ subwords and `test` the target test set's:
 
 Both in percent. `correlation` is Pearson's r between an overlap measure and
 the zero-shot scores over (task, language) points, with its two-sided p-value
-(`scipy.stats.pearsonr`); `table` and `scatter_plot` show them. The subwords
+(`scipy.stats.pearsonr`); `table` and `scatter_plot` show them, `rows` and
+`write_report` make them for a run's scores (the runner writes
+`report/overlap.md` for the mBERT paper's runs). The subwords
 of a record are those the model's vocabulary gives its text fields
 (`record_texts`): words of a tagging sentence, both texts of a pair, question
 and context of a QA record.
@@ -19,6 +21,7 @@ and context of a QA record.
 from __future__ import annotations
 
 import collections
+import os
 from typing import Iterable, Mapping, Sequence
 
 from xtreme_jax import errors
@@ -49,6 +52,37 @@ def overlap(train: Mapping[int, int], test: Mapping[int, int]) -> dict[str, floa
     raise errors.DataError("subword overlap: the test set has no subwords")
   seen = [t for t in test if train.get(t)]
   return {"p_type": 100.0 * len(seen) / len(test), "p_token": 100.0 * sum(test[t] for t in seen) / tokens}
+
+
+def rows(data, scores: Mapping[str, Mapping[str, float]], encode, english: str = "en") -> list[dict]:
+  """One {"task", "language", "p_type", "p_token", "score"} per scored (task, target language): the overlap of
+  the language's test set with the task's English training set (`data`: a benchmark data object)."""
+  out = []
+  for task, languages in scores.items():
+    train = subword_counts(data.read(*data.benchmark.task(task).train), encode)
+    for lg, score in languages.items():
+      if lg != english and data.available(task, lg, "test"):
+        out.append({"task": task, "language": lg, **overlap(train, subword_counts(data.read(task, lg, "test"), encode)),
+                    "score": float(score)})
+  return out
+
+
+def write_report(out_dir: str, table_rows: Sequence[Mapping]) -> dict[str, str]:
+  """`overlap.md` (the table, Pearson's r of each measure with the scores) and one scatter plot per measure
+  under `out_dir`; correlations need 3 points or more."""
+  from xtreme_jax import atomic
+  paths, lines = {}, ["# Subword overlap with the English training data (Wu & Dredze 2019, Figure 3)", "",
+                      table(table_rows)]
+  for measure in ("p_type", "p_token"):
+    if len(table_rows) >= 3:
+      c = correlation([r[measure] for r in table_rows], [r["score"] for r in table_rows])
+      lines.append(f"- {measure}: Pearson r = {c['r']:.3f} (p = {c['p_value']:.3g}, {c['points']} points)")
+    if table_rows:
+      paths[measure] = os.path.join(out_dir, f"overlap_{measure}.png")
+      scatter_plot(table_rows, measure, paths[measure])
+  paths["overlap.md"] = os.path.join(out_dir, "overlap.md")
+  atomic.write_text(paths["overlap.md"], "\n".join(lines) + "\n")
+  return paths
 
 
 def correlation(xs: Sequence[float], ys: Sequence[float]) -> dict[str, float]:

@@ -218,6 +218,9 @@ class Tagging(Kind):
     # The official run_tag.py selects on seqeval 0.0.x chunk F1: entity F1 for NER, the leaderboard F1 for POS.
     return metrics.chunk_prf(predicted, [ex["tags"] for ex in examples])["f1"]
 
+  def submission_text(self, predicted, questions=(), where=""):
+    return "\n".join("".join(f"{tag}\n" for tag in tags) for tags in predicted)
+
 
 class TaggingByAccuracy(Tagging):
   """Tagging whose task is scored by token accuracy (the mBERT paper's POS): dev selection on accuracy too."""
@@ -226,9 +229,6 @@ class TaggingByAccuracy(Tagging):
 
   def dev_score(self, examples, predicted):
     return metrics.pos_token_accuracy(predicted, [ex["tags"] for ex in examples])
-
-  def submission_text(self, predicted, questions=(), where=""):
-    return "\n".join("".join(f"{tag}\n" for tag in tags) for tags in predicted)
 
 
 class SpanQa(Kind):

@@ -1471,6 +1471,12 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
     write_report(results, runner.report_dir)
   print(table(results))
   print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
+  if runner.benchmark is MBERT and jax.process_index() == 0:  # the paper's Figure 3 for this run's scores
+    from xtreme_jax.evaluation import mbert_scorer, overlap
+    per_task = {t: {lg: m[mbert_scorer.METRIC[t]] for lg, m in r["languages"].items()}
+                for t, r in scores["tasks"].items()}
+    written = overlap.write_report(runner.report_dir, overlap.rows(runner.data, per_task, runner.vocab.encode))
+    print(f"subword overlap: {written['overlap.md']}")
   compared = runner.settings_comparison()
   if compared is not None and jax.process_index() == 0:
     atomic.write_text(os.path.join(runner.report_dir, "settings.md"), compared)
