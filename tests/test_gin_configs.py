@@ -27,6 +27,7 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/xglue_unicoder_xfnp_generation.gin": ["DATA_DIR='d'", "VOCAB='v'", "RUN_DIR='r'"],
     "experiments/mbert_language_id.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/mbert_paper_mbert.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/mbert_paper_feature_based.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 

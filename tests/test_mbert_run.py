@@ -42,3 +42,18 @@ def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reporte
     heads = [[int(line.split("\t")[0]) for line in b.split("\n")] for b in blocks]
     assert [len(h) for h in heads] == [len(s["tokens"]) for s in gold]
     assert all(h.count(0) == 1 for h in heads)
+
+
+@pytest.mark.slow
+def test_feature_based_setting_trains_its_own_model_and_scores_it(tmp_path):
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/mbert_paper_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.TASKS=('pos',)", "--gin.EPOCHS=2.0", "--gin.SETTING='feature_based'",
+                     "--gin.optim.OptimizerConfig.freeze='(^|/)backbone/'"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  runs = json.loads((tmp_path / "runs.json").read_text())
+  assert list(runs) == ["pos_feature_based"] and runs["pos_feature_based"]["criterion"] == "en dev accuracy"
+  scores = json.loads((tmp_path / "scores-feature_based.json").read_text())["tasks"]["pos"]
+  assert set(scores["languages"]) == {"en", "de", "es"}

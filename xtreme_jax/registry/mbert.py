@@ -85,5 +85,5 @@ MBERT = BenchmarkSpec(
     name="mbert",
     tasks=(MLDOC, NER, POS, PARSING),
     categories={"classification": ("mldoc",), "structured_prediction": ("ner", "pos", "parsing")},
-    settings=("zero_shot",),
+    settings=("zero_shot", "feature_based"),
     submission_file="{task}/test-{lg}.{suffix}")

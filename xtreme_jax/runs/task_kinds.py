@@ -27,6 +27,7 @@ from xtreme_jax.evaluation import bleu, metrics, parsing
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
                                                RatingRegressionModel)
+from xtreme_jax.models.feature_based import FeatureBasedModel
 from xtreme_jax.models.parser import BiaffineParserModel, decode as decode_parse
 from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
@@ -441,6 +442,40 @@ class Parsing(Kind):
 
   def submission_text(self, predicted, questions=(), where=""):
     return "\n".join("".join(f"{h}\t{r}\n" for h, r in zip(*p)) for p in predicted if p is not None)
+
+
+class FeatureBased(Kind):
+  """The mBERT paper's feature-based transfer of a pair-classification or tagging kind: the same features,
+  decoding and scores, the model `models/feature_based.py` (the fixed encoder's layers mixed, a BiLSTM from
+  scratch; max-pooled for texts). The optimizer should leave the encoder alone (`runs/mbert.gin`'s
+  feature-based experiment freezes `backbone/`)."""
+
+  def __init__(self, base: Kind, hidden: int = 256):
+    if type(base) not in (PairClassification, Tagging, TaggingByAccuracy):
+      raise errors.ConfigError(f"the feature-based setting takes pair-classification and tagging tasks, not "
+                               f"{type(base).__name__} (the paper's parser is fine-tuned only)")
+    self.base, self.hidden = base, hidden
+    self.model_keys, self.predict_keys = base.model_keys, base.predict_keys
+    self.weight_key, self.selection, self.gold_key = base.weight_key, base.selection, base.gold_key
+
+  def model(self, spec, config, settings=None, vocab=None):
+    return FeatureBasedModel(config, num_outputs=len(spec.labels), pooled=isinstance(self.base, PairClassification),
+                             hidden=self.hidden)
+
+  def features(self, spec, examples, vocab, settings, training):
+    return self.base.features(spec, examples, vocab, settings, training)
+
+  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+    return self.base.decode(spec, settings, predict, examples, features, owners, vocab)
+
+  def train_accuracy(self, examples, predicted):
+    return self.base.train_accuracy(examples, predicted)
+
+  def dev_score(self, examples, predicted):
+    return self.base.dev_score(examples, predicted)
+
+  def submission_text(self, predicted, questions=(), where=""):
+    return self.base.submission_text(predicted, questions, where)
 
 
 KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "ranking": Ranking(), "tagging": Tagging(),

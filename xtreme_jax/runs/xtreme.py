@@ -592,6 +592,8 @@ class XtremeRunner:
       base = task_kinds.RankingRegression()
     else:
       base = task_kinds.of(self.spec(task))
+    if self.settings.setting == "feature_based":
+      return task_kinds.FeatureBased(base)
     if not self.filtering:
       return base
     student = self.settings.setting == "filter_student" if student is None else student
@@ -629,9 +631,12 @@ class XtremeRunner:
     English + every translation on disk; translate_test: English (the zero-shot
     model). Tasks without translations stay zero-shot. filter_teacher /
     filter_student: one model on the FILTER training pairs of every language
-    (`filter_sources`).
+    (`filter_sources`). feature_based (the mBERT paper's): English, with the
+    feature-based model (`task_kinds.FeatureBased`).
     """
     spec, setting = self.spec(task), self.settings.setting
+    if setting == "feature_based":
+      return f"{spec.model}_feature_based", (spec.train,), None
     if setting in FILTER_SETTINGS:
       stage = "student" if setting == "filter_student" else "teacher"
       return f"{spec.model}_filter_{stage}", self.filter_sources(task), None
