@@ -179,7 +179,7 @@ def test_models_train_a_step_from_an_encoder_checkpoint(pair):
                        (filter_models.FilterTaggingModel(config, num_labels=4), tagging),
                        (filter_models.FilterQaModel(config, local_layers=0, fusion_layers=2), qa)):
     params = load_backbone(model.init(jax.random.PRNGKey(0), batch), pretrained, config)
-    loss, grads = jax.value_and_grad(lambda p: model.loss_fn(p, batch, jax.random.PRNGKey(1))[0])(params)
+    loss, grads = jax.jit(jax.value_and_grad(lambda p: model.loss_fn(p, batch, jax.random.PRNGKey(1))[0]))(params)
     assert np.isfinite(float(loss)) and float(loss) > 0
     assert all(np.all(np.isfinite(g)) for g in jax.tree_util.tree_leaves(grads))
 
