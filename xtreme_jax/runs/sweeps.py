@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
   parser.add_argument("--baseline", help="a run (e.g. 'FREEZE_BOTTOM=None'): tabulate and plot the other runs' "
                                          "test scores minus its own")
   args = parser.parse_args(argv)
-  summary = write(args.run_root, args.baseline)
+  write(args.run_root, args.baseline)
   print(fs.read_text(os.path.join(args.run_root, "sweep.md")), end="")
   print(f"wrote {os.path.join(args.run_root, 'sweep.md')} and sweep.json")
   return 0
