@@ -92,6 +92,12 @@ inference pairs (the text with its English translation). With scores of
 several settings in one run directory, `report-<setting>/settings.md` puts
 them side by side.
 
+The mBERT paper's tasks (`mbert`, benchmark "mbert": MLDoc, NER, POS,
+dependency parsing) run zero-shot from English in the same runner, or in the
+setting `feature_based` (the fixed encoder's layers mixed under a BiLSTM,
+`task_kinds.FeatureBased`); their scores come from `evaluation/mbert_scorer.py`
+and their report adds the subword overlap with the English training data.
+
 In the translation settings, tasks without translations (panx, udpos, bucc2018,
 tatoeba) stay zero-shot, as the in-language settings do for tasks without
 in-language data; in the FILTER settings a tagging task trains on English and
@@ -133,9 +139,9 @@ from tqdm.auto import tqdm
 from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translations as translations
 from xtreme_jax.data.classification_source import encode_pair
+from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.data.sources import FeatureListSource
 from xtreme_jax.data.vocabularies import load_vocabulary
-from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import metrics, retrieval
