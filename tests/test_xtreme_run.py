@@ -148,6 +148,8 @@ def test_quickstart_learns(quickstart):
   run_dir, _ = quickstart
   runs = json.loads((run_dir / "runs.json").read_text())
   assert json.loads((run_dir / "report" / "results.json").read_text())["runs"] == runs
+  analysed = (run_dir / "report" / "analyses.md").read_text()  # XTREME's Section 6 analyses of the run
+  assert "## panx" in analysed and "Seen / unseen in English training (recall, entities)" in analysed
   assert sorted(runs) == ["panx", "pawsx", "squad", "tydiqa", "udpos", "xnli"]
   report = (run_dir / "report" / "report.md").read_text()
   for name, run in runs.items():

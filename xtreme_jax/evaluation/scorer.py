@@ -91,8 +91,10 @@ def _read_lines(path: str) -> list[str]:
   return lines
 
 
-def _read_sentences(path: str) -> list[list[str]]:
+def read_tag_sentences(path: str) -> list[list[str]]:
+  """The tag sentences of a tagging prediction or label file (blank-line separated blocks)."""
   return text.blocks(_read_lines(path))
+
 
 
 def _read_json(path: str):
@@ -138,7 +140,7 @@ def _score_lines(task: str, pred_path: str, label_path: str):
 
 
 def _score_tags(task: str, pred_path: str, label_path: str):
-  preds, golds = _read_sentences(pred_path), _read_sentences(label_path)
+  preds, golds = read_tag_sentences(pred_path), read_tag_sentences(label_path)
   _same_count(pred_path, len(preds), label_path, len(golds), "sentences")
   for i, (p, g) in enumerate(zip(preds, golds), 1):
     _same_count(pred_path, len(p), label_path, len(g), f"tags in sentence {i}", _SAME_SOURCE)

@@ -1482,6 +1482,8 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
     write_report(results, runner.report_dir)
   print(table(results))
   print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
+  if runner.benchmark is XTREME and jax.process_index() == 0:
+    print(f"analyses: {xtreme_analyses(runner, plan, labels_dir, scores)}")
   if runner.benchmark is MBERT and jax.process_index() == 0:  # the paper's Figure 3 for this run's scores
     from xtreme_jax.evaluation import mbert_scorer, overlap
     per_task = {t: {lg: m[mbert_scorer.METRIC[t]] for lg, m in r["languages"].items()}
@@ -1493,6 +1495,30 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
     atomic.write_text(os.path.join(runner.report_dir, "settings.md"), compared)
     print(f"settings side by side: {os.path.join(runner.report_dir, 'settings.md')}")
   return results
+
+
+def xtreme_analyses(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_dir: str, scores: dict) -> str:
+  """XTREME's Section 6 analyses of a scored run (`evaluation/analyses.py`) -> `report/analyses.md`: every
+  task's mean score per language family and script; for panx / udpos, the target languages' gold entities /
+  tag trigrams seen and unseen in the English training data."""
+  from xtreme_jax.evaluation import analyses, scorer
+  task_scores = {t: {lg: metrics.language_score(t, r) for lg, r in result["languages"].items()}
+                 for t, result in scores["tasks"].items() if result.get("languages")}
+  seen: dict = {}
+  for task in ("panx", "udpos"):
+    if task not in task_scores:
+      continue
+    train = runner.data.read(*runner.spec(task).train)  # the records, also in the FILTER settings (not pairs)
+    for lg in task_scores[task]:
+      if lg == "en":
+        continue
+      gold = scorer.read_tag_sentences(os.path.join(labels_dir, XTREME.prediction_file(task, lg)))
+      predicted = scorer.read_tag_sentences(runner.prediction_path(task, lg))
+      seen.setdefault(task, {})[lg] = (
+          analyses.entities_seen_unseen(train, [r["tokens"] for r in runner.data.read(task, lg, "test")], gold,
+                                        predicted)
+          if task == "panx" else analyses.pos_trigrams_seen_unseen(train, gold, predicted))
+  return analyses.write_report(runner.report_dir, task_scores, seen)
 
 
 def _scoring(benchmark: BenchmarkSpec) -> tuple:
