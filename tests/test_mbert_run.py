@@ -5,7 +5,7 @@ import json
 import gin
 import pytest
 
-from xtreme_jax import cli
+from xtreme_jax import cli, errors
 from xtreme_jax.data import paths
 from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.registry.mbert import NER_TAGS
@@ -44,16 +44,16 @@ def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reporte
     assert all(h.count(0) == 1 for h in heads)
 
 
-@pytest.mark.slow
-def test_feature_based_setting_trains_its_own_model_and_scores_it(tmp_path):
-  gin.clear_config(clear_constants=True)
-  try:
-    assert cli.main(["run", "--gin_file=experiments/mbert_paper_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
-                     "--gin.TASKS=('pos',)", "--gin.EPOCHS=2.0", "--gin.SETTING='feature_based'",
-                     "--gin.optim.OptimizerConfig.freeze='(^|/)backbone/'"]) == 0
-  finally:
-    gin.clear_config(clear_constants=True)
-  runs = json.loads((tmp_path / "runs.json").read_text())
-  assert list(runs) == ["pos_feature_based"] and runs["pos_feature_based"]["criterion"] == "en dev accuracy"
-  scores = json.loads((tmp_path / "scores-feature_based.json").read_text())["tasks"]["pos"]
-  assert set(scores["languages"]) == {"en", "de", "es"}
+def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind(tmp_path):
+  """The runner's wiring of the setting (the model itself: tests/test_feature_based.py)."""
+  from conftest import TINY
+  from xtreme_jax.runs import task_kinds, xtreme
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_mbert_dir(), TINY, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(setting="feature_based"), None, benchmark="mbert")
+  for task, pooled in (("mldoc", True), ("pos", False)):
+    kind = runner.kind(task)
+    assert isinstance(kind, task_kinds.FeatureBased)
+    assert kind.model(runner.spec(task), TINY).pooled == pooled
+    assert runner.training_set(task, "de") == (f"{task}_feature_based", ((task, "en", "train"),), None)
+  with pytest.raises(errors.ConfigError, match=r"not Parsing \(the paper's parser is fine-tuned only\)"):
+    runner.kind("parsing")
