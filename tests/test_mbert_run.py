@@ -57,3 +57,25 @@ def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind
     assert runner.training_set(task, "de") == (f"{task}_feature_based", ((task, "en", "train"),), None)
   with pytest.raises(errors.ConfigError, match=r"not Parsing \(the paper's parser is fine-tuned only\)"):
     runner.kind("parsing")
+
+
+def test_gold_pos_parsing_is_the_parser_with_the_gold_tags():
+  import jax
+  import numpy as np
+  from conftest import TINY
+  from xtreme_jax.data.vocabularies import load_vocabulary
+  from xtreme_jax.registry.mbert import MBERT
+  from xtreme_jax.registry.xtreme import UPOS_TAGS
+  from xtreme_jax.runs import task_kinds, xtreme
+  spec = MBERT.task("parsing_gold_pos")
+  kind = task_kinds.of(spec)
+  data = MbertData(data_dir=paths.sample_mbert_dir())
+  records = data.read("parsing_gold_pos", "en", "train")
+  features, owners = kind.features(spec, records, load_vocabulary(paths.sample_vocab()),
+                                   xtreme.TaskSettings(seq_len=24), training=True)
+  assert owners == [0, 1, 2, 3] and "upos" in kind.model_keys and kind.predict_keys[-1] == "word_mask"
+  assert list(features[0]["upos"][:4]) == [UPOS_TAGS.index(t) for t in records[0]["upos"]]
+  batch = {k: np.stack([f[k] for f in features]) for k in kind.model_keys}
+  params = kind.model(spec, TINY).init(jax.random.PRNGKey(0), batch)
+  assert "upos_embedding" in params and "upos_embedding" not in task_kinds.of(MBERT.task("parsing")).model(
+      MBERT.task("parsing"), TINY).init(jax.random.PRNGKey(0), batch)

@@ -23,13 +23,15 @@ SOURCES = {"mldoc": "the MLDoc scripts (github.com/facebookresearch/MLDoc) run o
            "ner": "CoNLL-2002 / CoNLL-2003 (eng, deu need the Reuters corpus) and Levow (2006) for Chinese",
            "pos": "Universal Dependencies v1.4 (hdl.handle.net/11234/1-1827)",
            "parsing": "Universal Dependencies v2.2 (hdl.handle.net/11234/1-2837)"}
+SOURCES["parsing_gold_pos"] = SOURCES["parsing"]
 
 
 def _pos(path: str) -> list[dict]:
   return [{"id": s["id"], "tokens": s["tokens"], "tags": s["upos"]} for s in conllu.read(path, check_trees=False)]
 
 
-_READERS = {"mldoc": mldoc.read, "ner": conll_ner.read, "pos": _pos, "parsing": conllu.read}
+_READERS = {"mldoc": mldoc.read, "ner": conll_ner.read, "pos": _pos, "parsing": conllu.read,
+            "parsing_gold_pos": conllu.read}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,7 +30,7 @@ from xtreme_jax.data.parsing_features import EVAL_MAX_WORDS
 from xtreme_jax.evaluation import metrics, parsing
 from xtreme_jax.registry.mbert import MBERT
 
-METRIC = {"mldoc": "accuracy", "ner": "f1", "pos": "accuracy", "parsing": "las"}
+METRIC = {"mldoc": "accuracy", "ner": "f1", "pos": "accuracy", "parsing": "las", "parsing_gold_pos": "las"}
 
 
 def _blocks(path: str) -> list[list[str]]:
@@ -61,7 +61,7 @@ def score_file(task: str, path: str, gold: list[dict]) -> dict:
     if len(predicted) != len(gold):
       raise errors.DataError(f"{path}: {len(predicted)} labels; the test file has {len(gold)} documents")
     return {"accuracy": metrics.accuracy(predicted, [g["label"] for g in gold])}
-  if task == "parsing":
+  if task in ("parsing", "parsing_gold_pos"):
     gold = [g for g in gold if len(g["tokens"]) <= EVAL_MAX_WORDS]
     blocks = _blocks(path)
     _aligned(path, blocks, gold)

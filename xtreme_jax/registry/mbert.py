@@ -9,7 +9,7 @@ under one data folder (`data/mbert_data.py` reads them):
 | mldoc | de en es fr it ja ru zh | `mldoc/{language}.train.1000`, `.dev`, `.test` (the `mldoc` scripts' output; `language` the English name) |
 | ner | en de es nl zh | CoNLL-2003 `conll2003/eng.{train,testa,testb}`, `conll2003/deu.*`; CoNLL-2002 `conll2002/esp.*`, `conll2002/ned.*` (testa = dev, testb = test); the Chinese set (Levow 2006, test only) `chinese_ner/test.txt` (our name) |
 | pos | bg da de en es fa hu it nl pl pt ro sk sl sv | UD v1.4, `ud-treebanks-v1.4/UD_{Language}/{code}-ud-{split}.conllu` |
-| parsing | the 31 UD v2.2 languages of the paper | `ud-treebanks-v2.2/{treebank}/{code}-ud-{split}.conllu` (`PARSING_TREEBANKS`) |
+| parsing, parsing_gold_pos | the 31 UD v2.2 languages of the paper | `ud-treebanks-v2.2/{treebank}/{code}-ud-{split}.conllu` (`PARSING_TREEBANKS`); `parsing_gold_pos` is the paper's second setting, gold UPOS tags given to the parser |
 
 MLDoc trains on its 1,000-document set (Schwenk & Li's smallest, the one
 the zero-shot comparisons use); the other sizes are other files of the
@@ -19,6 +19,8 @@ its largest; `PARSING_TREEBANKS` lists them and a user may replace a file.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from xtreme_jax.registry.spec import BenchmarkSpec, TaskSpec
 from xtreme_jax.registry.xtreme import UPOS_TAGS
@@ -81,9 +83,14 @@ PARSING = TaskSpec(
     files={f"{split}:{lg}": f"ud-treebanks-v2.2/{folder}/{prefix}-ud-{split}.conllu"
            for lg, (folder, prefix) in PARSING_TREEBANKS.items() for split in ("train", "dev", "test")})
 
+# The paper's second parsing setting: gold UPOS tags embedded beside the encoder's states (same data).
+PARSING_GOLD_POS = dataclasses.replace(PARSING, name="parsing_gold_pos", kind="parsing_gold_pos",
+                                       train=("parsing_gold_pos", "en", "train"), model="parsing_gold_pos")
+
 MBERT = BenchmarkSpec(
     name="mbert",
-    tasks=(MLDOC, NER, POS, PARSING),
-    categories={"classification": ("mldoc",), "structured_prediction": ("ner", "pos", "parsing")},
+    tasks=(MLDOC, NER, POS, PARSING, PARSING_GOLD_POS),
+    categories={"classification": ("mldoc",),
+                "structured_prediction": ("ner", "pos", "parsing", "parsing_gold_pos")},
     settings=("zero_shot", "feature_based"),
     submission_file="{task}/test-{lg}.{suffix}")

@@ -36,6 +36,7 @@ from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.registry import TaskSpec
+from xtreme_jax.registry.xtreme import UPOS_TAGS
 
 # predict(model keys) -> the model's outputs for every window, in order
 Predict = Callable[[tuple], Any]
@@ -389,14 +390,20 @@ class Parsing(Kind):
   within 140 words but over 512 subwords (none in UD) is predicted as a chain from its first word.
   """
 
-  model_keys = ("input_ids", "input_mask", "token_type_ids", "word_starts", "word_mask", "heads", "rels")
-  predict_keys = ("input_ids", "input_mask", "token_type_ids", "word_starts", "word_mask")
   weight_key = "word_mask"
   selection = ("dev_las", "LAS")
   gold_key = "heads"
 
+  def __init__(self, gold_pos: bool = False):
+    """`gold_pos`: the paper's second setting, the gold UPOS tags embedded beside the encoder's states."""
+    self.upos = UPOS_TAGS if gold_pos else None
+    extra = ("upos",) if gold_pos else ()
+    self.predict_keys = ("input_ids", "input_mask", "token_type_ids", "word_starts") + extra + ("word_mask",)
+    self.model_keys = self.predict_keys[:-1] + ("heads", "rels", "word_mask")
+
   def model(self, spec, config, settings=None, vocab=None):
-    return BiaffineParserModel(config, num_rels=len(spec.labels))
+    return BiaffineParserModel(config, num_rels=len(spec.labels), num_upos=None if self.upos is None
+                               else len(self.upos))
 
   def features(self, spec, examples, vocab, settings, training):
     if training:
@@ -409,7 +416,7 @@ class Parsing(Kind):
     out, owners = [], []
     for i, ex in enumerate(examples):
       f = parsing_features.parse_features(ex if training else {**ex, "heads": None}, vocab, words, subwords,
-                                          spec.labels)
+                                          spec.labels, self.upos)
       if f is not None:
         out.append(f)
         owners.append(i)
@@ -479,7 +486,8 @@ class FeatureBased(Kind):
 
 
 KINDS: dict[str, Kind] = {"pair_classification": PairClassification(), "ranking": Ranking(), "tagging": Tagging(),
-                          "span_qa": SpanQa(), "generation": Generation(), "parsing": Parsing()}
+                          "span_qa": SpanQa(), "generation": Generation(), "parsing": Parsing(),
+                          "parsing_gold_pos": Parsing(gold_pos=True)}
 TAGGING_BY_ACCURACY = TaggingByAccuracy()
 
 
