@@ -104,11 +104,8 @@ def table(rows: Sequence[Mapping]) -> str:
 
 def scatter_plot(rows: Sequence[Mapping], measure: str, path: str) -> None:
   """Zero-shot score against `measure` (p_type / p_token), one colour per task, saved as PNG at `path`."""
-  from matplotlib.backends.backend_agg import FigureCanvasAgg
-  from matplotlib.figure import Figure
-  from xtreme_jax import atomic
-  figure = Figure(figsize=(5, 4))
-  FigureCanvasAgg(figure)
+  from xtreme_jax.evaluation.report import new_figure, save_png  # pylint: disable=g-import-not-at-top
+  figure = new_figure(5, 4)
   axes = figure.add_subplot()
   for task in dict.fromkeys(r["task"] for r in rows):
     points = [r for r in rows if r["task"] == task]
@@ -119,4 +116,4 @@ def scatter_plot(rows: Sequence[Mapping], measure: str, path: str) -> None:
   axes.set_ylabel("zero-shot score")
   axes.legend(fontsize=7)
   figure.tight_layout()
-  atomic.write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
+  save_png(figure, path)

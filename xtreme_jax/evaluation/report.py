@@ -387,7 +387,8 @@ def language_family(lang: str) -> str:
   return LANGUAGE_FAMILY.get(lang, OTHER_FAMILY)
 
 
-def _figure(width: float, height: float = 4.2):
+def new_figure(width: float, height: float = 4.2):
+  """A matplotlib `Figure` on an Agg canvas (no pyplot state); `save_png` writes it."""
   from matplotlib.backends.backend_agg import FigureCanvasAgg
   from matplotlib.figure import Figure
 
@@ -396,7 +397,8 @@ def _figure(width: float, height: float = 4.2):
   return fig
 
 
-def _save(fig, out_png: str) -> str:
+def save_png(fig, out_png: str) -> str:
+  """`fig` as PNG at `out_png`, atomically; returns the path."""
   png = io.BytesIO()
   fig.savefig(png, format="png", bbox_inches="tight")
   atomic.write_bytes(out_png, png.getvalue())
@@ -426,7 +428,7 @@ def task_figure(task: str, per_language_scores: Mapping[str, object], label: Opt
   top = max([100.0] + finite) * 1.1
   stub = ZERO_STUB * top
 
-  fig = _figure(max(6.0, 0.32 * len(order) + 3.5))
+  fig = new_figure(max(6.0, 0.32 * len(order) + 3.5))
   ax = fig.add_subplot(1, 1, 1)
   xs = list(range(len(order)))
   bars = ax.bar(xs, [stub if v == 0 else v for v in values], color=[colour[f] for f in families],
@@ -476,7 +478,7 @@ def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str
   present; languages not in `LANGUAGE_FAMILY` are grouped as "Other". Written
   atomically to `out_png`, which is returned.
   """
-  return _save(task_figure(task, per_language_scores, label), out_png)
+  return save_png(task_figure(task, per_language_scores, label), out_png)
 
 
 def _histories(runs: Mapping[str, Mapping]) -> dict[str, list]:
@@ -489,7 +491,7 @@ def plot_losses(runs: Mapping[str, Mapping], out_png: str) -> str:
   histories = _histories(runs)
   if not histories:
     raise ValueError("no model has a loss history")
-  fig = _figure(7.0)
+  fig = new_figure(7.0)
   ax = fig.add_subplot(1, 1, 1)
   for name, history in histories.items():
     steps, losses = zip(*history)
@@ -503,7 +505,7 @@ def plot_losses(runs: Mapping[str, Mapping], out_png: str) -> str:
   ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
   ax.spines["top"].set_visible(False)
   ax.spines["right"].set_visible(False)
-  return _save(fig, out_png)
+  return save_png(fig, out_png)
 
 
 # ---------------------------------------------------------------------------

@@ -110,16 +110,14 @@ def probe_accuracies(train: np.ndarray, train_labels: Sequence[str], test: np.nd
 
 
 def _plot(accuracies: Sequence[float], path: str) -> None:
-  from matplotlib.backends.backend_agg import FigureCanvasAgg
-  from matplotlib.figure import Figure
-  figure = Figure(figsize=(5, 3.5))
-  FigureCanvasAgg(figure)
+  from xtreme_jax.evaluation.report import new_figure, save_png  # pylint: disable=g-import-not-at-top
+  figure = new_figure(5, 3.5)
   axes = figure.add_subplot()
   axes.plot(range(len(accuracies)), accuracies, marker="o")
   axes.set_xlabel("layer (0: embeddings)")
   axes.set_ylabel("language-ID accuracy (%)")
   figure.tight_layout()
-  atomic.write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
+  save_png(figure, path)
 
 
 def language_id_probe(run_dir: str, model_config: TransformerConfig, vocabulary: str, data_dir: str,

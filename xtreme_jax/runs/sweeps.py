@@ -114,11 +114,9 @@ def _difference_markdown(diffs: dict, runs: list[str], baseline: str) -> str:
 
 
 def plot_differences(diffs: dict, runs: list[str], baseline: str, path: str) -> None:
-  from matplotlib.backends.backend_agg import FigureCanvasAgg
-  from matplotlib.figure import Figure
+  from xtreme_jax.evaluation.report import new_figure, save_png  # pylint: disable=g-import-not-at-top
   others = [r for r in runs if r != baseline]
-  figure = Figure(figsize=(4 * max(len(diffs), 1), 3.5))
-  FigureCanvasAgg(figure)
+  figure = new_figure(4 * max(len(diffs), 1), 3.5)
   for i, (task, languages) in enumerate(diffs.items()):
     axes = figure.add_subplot(1, len(diffs), i + 1)
     for lg, values in languages.items():
@@ -129,7 +127,7 @@ def plot_differences(diffs: dict, runs: list[str], baseline: str, path: str) -> 
     axes.set_ylabel(f"score - {baseline}")
     axes.legend(fontsize=6)
   figure.tight_layout()
-  atomic.write_with(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
+  save_png(figure, path)
 
 
 def write(root: str, baseline: Optional[str] = None) -> dict:
