@@ -16,15 +16,15 @@ from xtreme_jax.training import checkpoints, partitioning
 from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig, freeze_bottom, make_optimizer
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
+from xtreme_jax.training.trainer import NonFiniteLossError, PlateauSchedule, Trainer, TrainerConfig
 
 LAYOUTS = ("data_parallel", "fsdp", "tensor_parallel")
 ALL = ("data", "model")
 
 
 def make_trainer(run_dir, layout="data_parallel", mesh=(2, 4), devices=None, steps=10, every=5,
-                 config=TINY, accum=1, lr=1e-3, **trainer_kw):
-  return Trainer(MlmModel(config), OptimizerConfig(learning_rate=lr, warmup_steps=2),
+                 config=TINY, accum=1, lr=1e-3, optimizer=None, **trainer_kw):
+  return Trainer(MlmModel(config), optimizer or OptimizerConfig(learning_rate=lr, warmup_steps=2),
                  TrainerConfig(**{"train_steps": steps, "log_every": 1, "checkpoint_every": every,
                                   "accum_steps": accum, "progress_bar": False, **trainer_kw}),
                  PartitionConfig(layout, mesh), str(run_dir), devices=devices)
@@ -178,6 +178,60 @@ def _fit(run_dir, source, evaluator=None, **kw):
     return trainer.fit(source, evaluator=evaluator)
   finally:
     trainer.close()
+
+
+def test_constant_schedule_keeps_the_rate_after_warmup():
+  config = OptimizerConfig(learning_rate=1.0, warmup_steps=4, schedule="constant")
+  _, schedule = make_optimizer(config, 12, {"w": np.ones(1)})
+  assert [float(schedule(s)) for s in (0, 2, 4, 8, 12)] == pytest.approx([0, 0.5, 1.0, 1.0, 1.0])
+  with pytest.raises(errors.ConfigError, match=r"OptimizerConfig.schedule = 'cosine'.*one of \('linear', 'constant'\)"):
+    OptimizerConfig(schedule="cosine")
+
+
+def _scripted(scores):
+  """An evaluator returning `scores` one after the other."""
+  it = iter(scores)
+  return lambda params: {"score": next(it)}
+
+
+# Dev scores at steps 1..: new bests at 1 and 2, then none: the rate (1e-3) halves at 3, 4 and 5, where
+# 1.25e-4 falls below the floor and the run stops (of 10 steps).
+PLATEAU_SCORES = [1.0, 2.0, 2.0, 1.0, 0.5]
+PLATEAU = dict(steps=10, every=3, eval_every=1, select_metric="score",
+               optimizer=OptimizerConfig(learning_rate=1e-3, warmup_steps=0, schedule="constant"),
+               plateau=PlateauSchedule(factor=0.5, patience=1, min_learning_rate=2e-4))
+
+
+def test_plateau_schedule_halves_the_rate_and_stops_below_the_floor(tmp_path):
+  state, summary = _fit(tmp_path, RandomMlmSource(), evaluator=_scripted(PLATEAU_SCORES), **PLATEAU)
+  rates = [h["learning_rate"] for h in summary["history"]]
+  assert rates == pytest.approx([1e-3, 1e-3, 1e-3, 5e-4, 2.5e-4])  # a halving applies from the next step
+  assert int(state.step) == 5 and summary["stopped_at"] == 5 and summary["checkpoints"] == [3, 5]
+  assert summary["plateau"] == {"scale": 0.125, "waited": 0, "stopped": True}
+  assert [e["step"] for e in summary["eval"]] == [1, 2, 3, 4, 5]  # no extra evaluation after stopping
+  assert summary["best"]["step"] == 2
+  # Re-entered, the stopped run stays stopped: no step, the stored summary.
+  again, stored = _fit(tmp_path, RandomMlmSource(), evaluator=_scripted([]), **PLATEAU)
+  assert int(again.step) == 5 and stored["stopped_at"] == 5
+
+
+def test_plateau_state_survives_a_resume(tmp_path):
+  straight, _ = _fit(tmp_path / "straight", RandomMlmSource(), evaluator=_scripted(PLATEAU_SCORES), **PLATEAU)
+  with pytest.raises(KeyboardInterrupt):  # checkpoint at 3 (one halving), crash fetching step 5's batch
+    _fit(tmp_path / "resumed", CrashingSource(crash_at=4), evaluator=_scripted(PLATEAU_SCORES), **PLATEAU)
+  resumed, summary = _fit(tmp_path / "resumed", RandomMlmSource(), evaluator=_scripted(PLATEAU_SCORES[3:]),
+                          **PLATEAU)
+  assert summary["resumed_from_step"] == 3 and summary["stopped_at"] == 5
+  assert [h["learning_rate"] for h in summary["history"]] == pytest.approx([5e-4, 2.5e-4])
+  fa, fb = flat(straight.params), flat(resumed.params)
+  assert all(np.array_equal(fa[k], fb[k]) for k in fa)
+
+
+def test_plateau_schedule_needs_a_selected_metric():
+  with pytest.raises(errors.ConfigError, match="plateau needs select_metric"):
+    TrainerConfig(plateau=PlateauSchedule())
+  with pytest.raises(errors.ConfigError, match=r"PlateauSchedule.factor = 2: expected a number in \(0, 1\)"):
+    PlateauSchedule(factor=2)
 
 
 def test_interrupted_run_resumes_to_identical_parameters(tmp_path):

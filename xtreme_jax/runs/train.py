@@ -33,12 +33,19 @@ from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 
 def describe(obj: Any) -> Any:
-  """A JSON-able description of (nested) config dataclasses, for run fingerprints."""
+  """A JSON-able description of (nested) config dataclasses, for run fingerprints. A field added after runs
+  were fingerprinted (metadata `{"fingerprint": "unless_default"}`) is left out at its default, so that those
+  runs' fingerprints stay as they were."""
   if dataclasses.is_dataclass(obj):
-    return {"class": type(obj).__name__, **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+    return {"class": type(obj).__name__, **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                                            if not _omitted(f, getattr(obj, f.name))}}
   if isinstance(obj, (list, tuple)):
     return [describe(x) for x in obj]
   return obj
+
+
+def _omitted(field: dataclasses.Field, value: Any) -> bool:
+  return field.metadata.get("fingerprint") == "unless_default" and value == field.default
 
 
 def _check_vocab(config: TransformerConfig, *sources) -> None:

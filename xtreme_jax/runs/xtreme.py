@@ -155,7 +155,7 @@ from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training import validation as v
-from xtreme_jax.training.trainer import Trainer, TrainerConfig
+from xtreme_jax.training.trainer import PlateauSchedule, Trainer, TrainerConfig
 
 
 TASKS = XTREME.task_names
@@ -250,6 +250,9 @@ class TaskSettings:
   rounded `regression` (`runs/task_kinds.py`). `generation`: the encoder-decoder,
   target length and decoding of a generation task (XGLUE QG / NTG). `filter`:
   FILTER's layers, self-teaching and inference pairs (the FILTER settings).
+  `plateau`: lower the learning rate when the selected dev score stops
+  improving, stop below a floor (`trainer.PlateauSchedule`; the mBERT paper's
+  feature-based recipe); needs a dev selection.
   """
 
   epochs: float = 5.0
@@ -267,6 +270,7 @@ class TaskSettings:
   ranking_head: str = "classification"
   generation: task_kinds.GenerationSettings = task_kinds.GenerationSettings()
   filter: filter_kinds.FilterSettings = filter_kinds.FilterSettings()
+  plateau: Optional[PlateauSchedule] = dataclasses.field(default=None, metadata={"fingerprint": "unless_default"})
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -289,6 +293,7 @@ class TaskSettings:
     v.require(self, "generation", lambda g: isinstance(g, task_kinds.GenerationSettings),
               "a task_kinds.GenerationSettings")
     v.require(self, "filter", lambda f: isinstance(f, filter_kinds.FilterSettings), "a filter_kinds.FilterSettings")
+    v.require(self, "plateau", v.optional(lambda p: isinstance(p, PlateauSchedule)), "None or a PlateauSchedule")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -823,10 +828,13 @@ class XtremeRunner:
     selection = self.selection(task)
     if selection is None and s.selection != "final" and kind.selection is not None:
       logging.warning("%s: no dev data for the %s selection; the final model predicts", name, s.selection)
+    if selection is None and s.plateau is not None:
+      logging.warning("%s: the plateau schedule needs a dev selection; the rate follows the optimizer alone", name)
     config = TrainerConfig(train_steps=steps, accum_steps=s.accum_steps, log_every=min(self.settings.log_every, steps),
                            checkpoint_every=steps, keep_checkpoints=1, seed=seed,
                            eval_every=s.eval_interval(len(features)) if selection else None,
-                           select_metric=selection["metric"] if selection else None)
+                           select_metric=selection["metric"] if selection else None,
+                           plateau=s.plateau if selection else None)
     dev = self._dev_sets(task, s, selection) if selection else None  # all data is read before training starts
     run_dir = self.model_dir(name)
     fingerprint = {**self.model_spec(task, name, sources, limit, student, seed), "steps": steps}

@@ -25,8 +25,9 @@ files (`xtreme_jax.fs`).
 
 Each checkpoint holds the train state (params, optimizer state, step, RNG),
 `meta = {"step", "data_position"}` (the number of batches the input
-pipeline has produced) and, for a streamed input, every host's input state
-(`input`: stream positions, so that resuming never re-reads the corpus).
+pipeline has produced; the trainer adds its plateau schedule's state)
+and, for a streamed input, every host's input state (`input`: stream
+positions, so that resuming never re-reads the corpus).
 Orbax writes into a temporary directory and renames it when complete, so a
 write cut off mid-way never looks like a step. A
 checkpoint that cannot be read while an older one can is set aside
@@ -336,14 +337,15 @@ class Checkpointer:
     self.manager = _manager(directory, keep, ("state", "meta", "input"))
 
   def save(self, step: int, state: Any, data_position: int, force: bool = False,
-           input_state: Optional[Callable[[], Any]] = None) -> bool:
-    """Saves at multiples of `every` (or `force`); `input_state()` is called only when a checkpoint is written."""
+           input_state: Optional[Callable[[], Any]] = None, extra: Optional[dict] = None) -> bool:
+    """Saves at multiples of `every` (or `force`); `input_state()` is called only when a checkpoint is written;
+    `extra` (JSON-able) joins the meta item."""
     if not force and step % self.every:
       return False
     if step in self.manager.all_steps():
       return False
     items = {"state": ocp.args.StandardSave(state),
-             "meta": ocp.args.JsonSave({"step": int(step), "data_position": int(data_position)})}
+             "meta": ocp.args.JsonSave({**(extra or {}), "step": int(step), "data_position": int(data_position)})}
     if input_state is not None:
       items["input"] = HostStateSave(input_state())
     return self.manager.save(step, args=ocp.args.Composite(**items), force=True)

@@ -20,7 +20,9 @@ from xtreme_jax import errors
 from xtreme_jax.training import validation as v
 
 # Settings a resumed run may change (RESUME_OVERRIDES): they keep the optimizer state's structure.
-RESUMABLE = ("learning_rate", "warmup_ratio", "warmup_steps", "weight_decay", "b1", "b2", "eps", "max_grad_norm")
+RESUMABLE = ("learning_rate", "warmup_ratio", "warmup_steps", "weight_decay", "b1", "b2", "eps", "max_grad_norm",
+             "schedule")
+SCHEDULES = ("linear", "constant")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +32,10 @@ class OptimizerConfig:
   `freeze` is a regex matched against '/'-joined parameter paths such as
   `encoder/layers_3/feed_forward/output/kernel`; matching parameters get
   zero updates (`freeze_bottom(n)` builds the mBERT-paper pattern).
+
+  `schedule`: after the warm-up, "linear" decays the rate to 0 at the last
+  step (BERT's), "constant" keeps it (the feature-based recipe, whose rate
+  only falls on dev plateaus: `trainer.PlateauSchedule`).
 
   Two-stage training (VECO's warm start): for the first `first_stage_steps`
   steps only parameters matching `first_stage_trains` (e.g.
@@ -49,6 +55,7 @@ class OptimizerConfig:
   freeze: Optional[str] = None
   first_stage_steps: int = 0
   first_stage_trains: Optional[str] = None
+  schedule: str = dataclasses.field(default="linear", metadata={"fingerprint": "unless_default"})
 
   def __post_init__(self):
     v.require(self, "learning_rate", v.positive, "a number > 0")
@@ -60,6 +67,7 @@ class OptimizerConfig:
     v.require(self, "eps", v.non_negative, "a number >= 0")
     v.require(self, "max_grad_norm", v.optional(v.positive), "None or a number > 0")
     v.require(self, "first_stage_steps", v.non_negative_int, "an integer >= 0")
+    v.require(self, "schedule", lambda x: x in SCHEDULES, f"one of {SCHEDULES}")
     for name in ("freeze", "first_stage_trains"):
       v.require(self, name, v.optional(_is_regex), "None or a regular expression")
     if self.first_stage_steps and not self.first_stage_trains:
@@ -129,7 +137,8 @@ def hyperparameters(config: OptimizerConfig, total_steps: int) -> dict:
              "b2": config.b2, "eps": config.eps, "max_grad_norm": config.max_grad_norm or 0.0,
              "total_steps": total_steps, "warmup_steps": _warmup(config, total_steps),
              "first_stage_steps": config.first_stage_steps,
-             "later_total_steps": later_total, "later_warmup_steps": _warmup(config, later_total)}
+             "later_total_steps": later_total, "later_warmup_steps": _warmup(config, later_total),
+             "constant": config.schedule == "constant"}
   return {k: np.float32(x) for k, x in numbers.items()}
 
 
@@ -138,17 +147,18 @@ def structure(config: OptimizerConfig) -> OptimizerConfig:
   step) depends on: clipping on or off, freezing, the two stages and which parameters train first."""
   return dataclasses.replace(config, learning_rate=1.0, warmup_ratio=0.0, warmup_steps=None, weight_decay=0.0,
                              b1=0.9, b2=0.999, eps=1e-8, max_grad_norm=None if config.max_grad_norm is None else 1.0,
-                             first_stage_steps=min(config.first_stage_steps, 1))
+                             first_stage_steps=min(config.first_stage_steps, 1), schedule="linear")
 
 
-def warmup_linear_decay(peak, warmup, total) -> optax.Schedule:
-  """0 -> `peak` over `warmup` steps, then `peak` -> 0 at `total` (numbers may be traced scalars)."""
+def warmup_linear_decay(peak, warmup, total, constant=0.0) -> optax.Schedule:
+  """0 -> `peak` over `warmup` steps, then `peak` -> 0 at `total`, or (`constant` nonzero) `peak` to the end
+  (numbers may be traced scalars)."""
 
   def schedule(count):
     count = jnp.asarray(count, jnp.float32)
     rising = peak * count / jnp.maximum(warmup, 1.0)
     falling = peak * jnp.maximum(total - count, 0.0) / jnp.maximum(total - warmup, 1.0)
-    return jnp.where(count < warmup, rising, falling)
+    return jnp.where(count < warmup, rising, jnp.where(constant > 0, peak, falling))
 
   return schedule
 
@@ -167,7 +177,7 @@ def make_optimizer(config: OptimizerConfig, total_steps: int, params: Any) -> tu
 def build_optimizer(config: OptimizerConfig, numbers: dict, params: Any) -> tuple[optax.GradientTransformation, optax.Schedule]:
   """The optax chain of `config`'s structure with `numbers` (`hyperparameters`, possibly traced)."""
   h = numbers
-  schedule = warmup_linear_decay(h["learning_rate"], h["warmup_steps"], h["total_steps"])
+  schedule = warmup_linear_decay(h["learning_rate"], h["warmup_steps"], h["total_steps"], h["constant"])
   paths = jax.tree_util.tree_map_with_path(lambda p, _: param_path(p), params)
   decay_mask = jax.tree_util.tree_map(_decays, paths)
 
@@ -186,7 +196,7 @@ def build_optimizer(config: OptimizerConfig, numbers: dict, params: Any) -> tupl
       raise errors.ConfigError(f"OptimizerConfig.first_stage_trains = {config.first_stage_trains!r} matches no "
                                "parameter")
     # The late group warms up and decays over the steps that remain when it joins.
-    later = warmup_linear_decay(h["learning_rate"], h["later_warmup_steps"], h["later_total_steps"])
+    later = warmup_linear_decay(h["learning_rate"], h["later_warmup_steps"], h["later_total_steps"], h["constant"])
     transforms["later"] = after_steps(adamw(later), h["first_stage_steps"])
   if config.freeze:
     pattern = re.compile(config.freeze)

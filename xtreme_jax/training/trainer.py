@@ -27,7 +27,10 @@ A run stops with
 Evaluation (`eval_source` metrics and / or an `evaluator(params)`) runs every
 `eval_every` steps and at the end; with `select_metric` the parameters with
 its highest value so far are kept in `<run_dir>/best/`
-(`restore_best_params`).
+(`restore_best_params`). A `PlateauSchedule` lowers the learning rate when
+that metric stops improving and ends the run early once the rate falls
+below its floor; its state is saved with each checkpoint, so a resumed run
+goes on with the lowered rate (and a stopped one stays stopped).
 """
 
 from __future__ import annotations
@@ -80,6 +83,31 @@ class Preempted(errors.UserError):
 
 
 @dataclasses.dataclass(frozen=True)
+class PlateauSchedule:
+  """Multiply the learning rate by `factor` after `patience` evaluations in a row without a new best
+  `select_metric`; stop once the rate is below `min_learning_rate` (Wu & Dredze's feature-based recipe:
+  halve it, stop below 1e-5). Best with `OptimizerConfig.schedule = "constant"`."""
+
+  factor: float = 0.5
+  patience: int = 1
+  min_learning_rate: float = 1e-5
+
+  def __post_init__(self):
+    v.require(self, "factor", lambda x: v.is_number(x) and 0 < x < 1, "a number in (0, 1)")
+    v.require(self, "patience", v.positive_int, "a positive integer")
+    v.require(self, "min_learning_rate", v.non_negative, "a number >= 0")
+
+
+@dataclasses.dataclass
+class _PlateauState:
+  """Where a `PlateauSchedule` stands: the rate's scale, evaluations since the last best, stopped or not."""
+
+  scale: float = 1.0
+  waited: int = 0
+  stopped: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainerConfig:
   """Loop settings. The batch size is the source's (global); `accum_steps` splits it into micro-batches.
 
@@ -88,6 +116,8 @@ class TrainerConfig:
   `tensorboard`: True, False or 'auto' (events only when TensorFlow is
   already imported, i.e. the run reads a tf.data pipeline); metrics.jsonl is
   always written.
+  `plateau`: a `PlateauSchedule` on `select_metric` (None: the optimizer's
+  schedule alone).
   """
 
   train_steps: int = 1000
@@ -100,6 +130,7 @@ class TrainerConfig:
   progress_bar: bool = True
   select_metric: Optional[str] = None
   tensorboard: Any = "auto"
+  plateau: Optional[PlateauSchedule] = None
 
   def __post_init__(self):
     for name in ("train_steps", "accum_steps", "log_every", "checkpoint_every", "keep_checkpoints"):
@@ -109,6 +140,9 @@ class TrainerConfig:
     v.require(self, "progress_bar", lambda x: isinstance(x, bool), "True or False")
     v.require(self, "select_metric", v.optional(lambda x: isinstance(x, str) and bool(x)), "None or a metric name")
     v.require(self, "tensorboard", lambda x: isinstance(x, bool) or x == "auto", "True, False or 'auto'")
+    v.require(self, "plateau", v.optional(lambda x: isinstance(x, PlateauSchedule)), "None or a PlateauSchedule")
+    if self.plateau is not None and not self.select_metric:
+      raise errors.ConfigError("TrainerConfig.plateau needs select_metric (the evaluation metric it watches)")
 
 
 def initialize_distributed() -> None:
@@ -284,6 +318,7 @@ class Trainer:
     self.best = BestParams(os.path.join(run_dir, "best"), config.select_metric) if config.select_metric else None
     self._writer = None
     self._resume_step = 0
+    self.plateau = _PlateauState()
     self.restored_input = None  # the input state of the checkpoint restored by restore_or_init, if any
 
   @contextlib.contextmanager
@@ -327,7 +362,14 @@ class Trainer:
 
   def train_step(self, state: TrainState, batch: dict):
     with self.sharding_context():
-      return self._train_step(state, self.to_global(batch), self.hyperparameters)
+      return self._train_step(state, self.to_global(batch), self._numbers())
+
+  def _numbers(self) -> dict:
+    """The optimizer's numbers for the next step: the configured ones, the rate scaled by the plateau schedule."""
+    if self.plateau.scale == 1.0:
+      return self.hyperparameters
+    return {**self.hyperparameters, "learning_rate": np.float32(self.hyperparameters["learning_rate"]
+                                                                * self.plateau.scale)}
 
   def evaluate(self, params: Any, batches: Iterator[dict]) -> dict:
     """Weighted means of the model's metrics over `batches`."""
@@ -369,6 +411,7 @@ class Trainer:
           "into this model and optimizer (see the warnings above); refusing to start over in this directory")
     state, meta = restored
     self.restored_input = meta["input"]
+    self.plateau = _PlateauState(**meta.get("plateau", {}))
     logging.info("resumed from step %d (data position %d)", meta["step"], meta["data_position"])
     return state, int(meta["data_position"])
 
@@ -404,13 +447,15 @@ class Trainer:
       self._restore_input(source, position)
       start = self._resume_step = int(jax.device_get(state.step))
       progress, bar = _Progress(start), None
-      if start >= cfg.train_steps:
+      end = start if self.plateau.stopped else cfg.train_steps
+      done = start
+      if start >= end:
         self._commit(start)
         stored = self._stored_summary()
         if stored is not None:
           return state, stored
       try:
-        for step in range(start, cfg.train_steps):
+        for step in range(start, end):
           batch = source.batch(position, host, hosts)
           state, metrics = self.train_step(state, batch)
           position += 1
@@ -430,16 +475,19 @@ class Trainer:
             with progress.pause():
               evaluate(progress, done, state.params)
           signum = self._stop_requested(stop, done)
-          if done % cfg.checkpoint_every == 0 or done == cfg.train_steps or signum:
+          if done % cfg.checkpoint_every == 0 or done == cfg.train_steps or signum or self.plateau.stopped:
             self._flush(progress)
             with progress.pause():
-              self.checkpointer.save(done, state, position, force=True, input_state=self._input_state(source, position))
+              self.checkpointer.save(done, state, position, force=True, input_state=self._input_state(source, position),
+                                     extra={"plateau": dataclasses.asdict(self.plateau)})
+          if self.plateau.stopped:
+            break
           if signum and done < cfg.train_steps:
             self.checkpointer.wait()
             raise Preempted(f"stopped by {signal.Signals(signum).name} at step {done} after saving its checkpoint "
                             f"in {self.checkpointer.directory}; re-run the same command to resume", signum)
-        if evaluating and not (progress.evals and progress.evals[-1]["step"] == cfg.train_steps):
-          evaluate(progress, cfg.train_steps, state.params)
+        if evaluating and not (progress.evals and progress.evals[-1]["step"] == done):
+          evaluate(progress, done, state.params)
       finally:
         if bar is not None:
           bar.close()
@@ -545,21 +593,40 @@ class Trainer:
       record.update({k: float(val) for k, val in evaluator(params).items()})
     progress.evals.append(record)
     self._write(step, record, "eval")
-    best = self._select(step, params, record)
+    improved, best = self._select(step, params, record)
     self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): "
-              + ", ".join(f"{k}={val:.4f}" for k, val in record.items() if k != "step") + best)
+              + ", ".join(f"{k}={val:.4f}" for k, val in record.items() if k != "step") + best
+              + self._plateau_step(improved))
 
-  def _select(self, step: int, params: Any, record: dict) -> str:
-    """Offer `params` to the best-so-far store; a note for the eval line."""
+  def _select(self, step: int, params: Any, record: dict) -> tuple[bool, str]:
+    """Offer `params` to the best-so-far store; (a new best or not, a note for the eval line)."""
     if self.best is None:
-      return ""
+      return False, ""
     metric = self.config.select_metric
     if metric not in record:
       raise errors.ConfigError(f"TrainerConfig.select_metric = {metric!r} is not among the evaluation results "
                                f"{sorted(k for k in record if k != 'step')}")
     if self.best.offer(step, params, record[metric]):
-      return f" (new best {metric})"
-    return f" (best {metric} {self.best.meta['value']:.4f} @ {self.best.meta['step']})"
+      return True, f" (new best {metric})"
+    return False, f" (best {metric} {self.best.meta['value']:.4f} @ {self.best.meta['step']})"
+
+  def _plateau_step(self, improved: bool) -> str:
+    """Advance the plateau schedule after an evaluation; a note for the eval line."""
+    schedule, state = self.config.plateau, self.plateau
+    if schedule is None or state.stopped:
+      return ""
+    if improved:
+      state.waited = 0
+      return ""
+    state.waited += 1
+    if state.waited < schedule.patience:
+      return ""
+    state.waited, state.scale = 0, state.scale * schedule.factor
+    rate = float(self.hyperparameters["learning_rate"]) * state.scale
+    if rate < schedule.min_learning_rate:
+      state.stopped = True
+      return f"; learning rate {rate:.2e} < {schedule.min_learning_rate:.0e}: stopping"
+    return f"; learning rate lowered to {rate:.2e}"
 
   def _check(self, step: int, metrics: dict) -> dict:
     record = {k: float(val) for k, val in jax.device_get(metrics).items()}
@@ -629,6 +696,10 @@ class Trainer:
     }
     if self.best is not None:
       summary["best"] = self.best.meta
+    if self.config.plateau is not None:
+      summary["plateau"] = dataclasses.asdict(self.plateau)
+      if self.plateau.stopped:
+        summary["stopped_at"] = progress.history[-1]["step"] if progress.history else progress.start
     if jax.process_index() == 0:
       atomic.write_json(os.path.join(self.run_dir, SUMMARY), summary)
     return summary
