@@ -7,6 +7,7 @@ import pytest
 from conftest import TINY
 
 from xtreme_jax.models import feature_based as fb
+from xtreme_jax.models.parser import BiaffineParserModel
 
 CONFIG = TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0)
 
@@ -50,3 +51,22 @@ def test_tagging_predicts_every_position():
   logp = jax.nn.log_softmax(logits)
   expected = -sum(float(logp[b, t, batch["labels"][b, t]]) for b, t in zip(*np.nonzero(batch["label_weights"])))
   assert float(loss) == pytest.approx(expected, rel=1e-5) and float(sums["weight"]) == 4
+
+
+def test_feature_based_parser_scores_the_bilstm_states_of_the_fixed_encoder():
+  """The paper's feature-based parsing: the biaffine scorers read first-subword BiLSTM states (the mix of the
+  fixed encoder's layers); the encoder gets no gradient, the mix and the BiLSTM do."""
+  model = BiaffineParserModel(CONFIG, num_rels=4, arc_dim=8, rel_dim=4, lstm_hidden=6)
+  batch = {**_batch(), "word_starts": np.asarray([[1, 2, 3], [1, 0, 0]], np.int32),
+           "word_mask": np.asarray([[1, 1, 1], [1, 0, 0]], np.int32),
+           "heads": np.asarray([[2, 0, 2], [0, 0, 0]], np.int32), "rels": np.asarray([[1, 0, 2], [3, 0, 0]], np.int32)}
+  params = nn.unbox(model.init(jax.random.PRNGKey(0), batch))
+  assert params["arc_dep"]["kernel"].shape == (12, 8)  # 2 x 6 BiLSTM units, not the encoder's width
+  assert set(params) == {"backbone", "scalar_mix", "bilstm_0_forward", "bilstm_0_backward", "bilstm_1_forward",
+                         "bilstm_1_backward", "arc_dep", "arc_head", "rel_dep", "rel_head", "arc_bilinear",
+                         "arc_head_bias", "rel_bilinear", "rel_dep_linear", "rel_head_linear", "rel_bias"}
+  grads = jax.jit(jax.grad(lambda p: model.loss_fn(p, batch, None, deterministic=True)[0]))(params)
+  assert all(float(np.abs(g).max()) == 0 for g in jax.tree_util.tree_leaves(grads["backbone"]))
+  assert float(np.abs(grads["bilstm_0_forward"]["ii"]["kernel"]).max()) > 0
+  out = model.predict_batch(params, batch)
+  assert out["arcs"].shape == (2, 4, 4) and out["rel_ids"].shape == (2, 4, 4)

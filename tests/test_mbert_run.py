@@ -44,6 +44,29 @@ def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reporte
     assert all(h.count(0) == 1 for h in heads)
 
 
+@pytest.mark.slow
+def test_feature_based_parsing_trains_a_bilstm_parser_under_the_plateau_schedule(tmp_path):
+  """experiments/mbert_paper_feature_based_quickstart.gin on parsing (the other tasks' feature-based models:
+  tests/test_feature_based.py): an evaluation per epoch, the rate halved after each without a new best."""
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/mbert_paper_feature_based_quickstart.gin",
+                     f"--gin.RUN_DIR='{tmp_path}'", "--gin.TASKS=('parsing',)", "--gin.EPOCHS=6.0"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  parsing = json.loads((tmp_path / "scores-feature_based.json").read_text())["tasks"]["parsing"]
+  assert set(parsing["languages"]) == {"en", "de", "es"} and 0 <= parsing["score"] <= 100
+  summary = json.loads((tmp_path / "models" / "parsing_feature_based" / "summary.json").read_text())
+  evals = [(e["step"], e["dev_las"]) for e in summary["eval"]]
+  assert [step for step, _ in evals] == [1, 2, 3]  # 4 sentences, batches of 8: an epoch is one step
+  rate, best, expected = 1e-3, -1.0, {}
+  for step, las in evals:  # the schedule by hand: halve after an evaluation that is not a new best
+    expected[step] = rate
+    rate, best = (rate, las) if las > best else (rate / 2, best)
+  assert {h["step"]: h["learning_rate"] for h in summary["history"]} == pytest.approx(expected)
+  assert summary["plateau"]["scale"] == pytest.approx(rate / 1e-3) and not summary["plateau"]["stopped"]
+
+
 def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind(tmp_path):
   """The runner's wiring of the setting (the model itself: tests/test_feature_based.py)."""
   from conftest import TINY
@@ -55,8 +78,11 @@ def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind
     assert isinstance(kind, task_kinds.FeatureBased)
     assert kind.model(runner.spec(task), TINY).pooled == pooled
     assert runner.training_set(task, "de") == (f"{task}_feature_based", ((task, "en", "train"),), None)
-  with pytest.raises(errors.ConfigError, match=r"not Parsing \(the paper's parser is fine-tuned only\)"):
-    runner.kind("parsing")
+  for task, upos in (("parsing", None), ("parsing_gold_pos", 17)):  # the parser on the BiLSTM's states
+    model = runner.kind(task).model(runner.spec(task), TINY)
+    assert (type(model).__name__, model.lstm_hidden, model.num_upos) == ("BiaffineParserModel", 256, upos)
+  with pytest.raises(errors.ConfigError, match=r"takes pair-classification, tagging and parsing tasks, not SpanQa"):
+    task_kinds.FeatureBased(task_kinds.SpanQa())
 
 
 def test_gold_pos_parsing_is_the_parser_with_the_gold_tags():

@@ -2,7 +2,9 @@
 
 import json
 
-from xtreme_jax import cli
+import pytest
+
+from xtreme_jax import cli, errors
 from xtreme_jax.runs import sweeps
 
 
@@ -60,6 +62,17 @@ def test_differences_from_a_baseline_run_are_tabulated_and_plotted(tmp_path):
   # XGLUE's scores (floats per language) read alike
   assert sweeps.scores_by_language(str(_xglue(tmp_path))) == {"NER": {"de": 0.7, "en": 0.9}}
   assert cli.main(["sweep-summary", str(tmp_path), "--baseline", "nope"]) == 2
+
+
+def test_a_feature_based_run_is_read_from_its_settings_scores(tmp_path):
+  run = _xglue(tmp_path)
+  (run / "scores.json").rename(run / "scores-feature_based.json")
+  (run / "scores-feature_based-pseudo.json").write_text("{}")  # not test scores: never read
+  assert sweeps.scores_by_language(str(run)) == {"NER": {"de": 0.7, "en": 0.9}}
+  (run / "scores-translate_train.json").write_text("{}")
+  with pytest.raises(errors.ConfigError, match="several settings .*scores-feature_based.json, "
+                     "scores-translate_train.json"):
+    sweeps.scores_by_language(str(run))
 
 
 def _xglue(tmp_path):

@@ -6,7 +6,9 @@ sum_j softmax(w)_j * h_j` over the embeddings and every layer (13 for mBERT
 base). A two-layer bidirectional LSTM (Flax `nn.RNN` of `OptimizedLSTMCell`,
 `hidden` units per direction), trained from scratch, reads the mix; tagging
 predicts from its state at each position, sentence / document
-classification from its states max-pooled over the text's positions.
+classification from its states max-pooled over the text's positions, and
+the biaffine parser (`models/parser.py`, `lstm_hidden`) reads its states in
+place of the fine-tuned encoder's (`mixed_lstm_states`).
 
 Features as the plain models': tagging `input_ids, input_mask,
 token_type_ids, labels, label_weights` (`models/tagging.py`), classification
@@ -37,6 +39,23 @@ class ScalarMix(nn.Module):
     return gamma * jnp.einsum("l,l...->...", jax.nn.softmax(w), layers)
 
 
+def mixed_lstm_states(config: TransformerConfig, batch: dict, hidden: int, lstm_layers: int,
+                      deterministic: bool) -> jax.Array:
+  """(B, L, 2 * hidden) BiLSTM states over the fixed encoder's mixed layers. Call inside a compact module:
+  its submodules (`backbone`, `scalar_mix`, `bilstm_{i}_forward` / `_backward`) are the caller's."""
+  out = TransformerEncoder(config, True, name="backbone")(
+      batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), return_all=True)
+  layers = jax.lax.stop_gradient(jnp.concatenate([out.embeddings[None], out.all_layers]).astype(jnp.float32))
+  x = ScalarMix(name="scalar_mix")(layers)
+  lengths = jnp.sum(batch["input_mask"], axis=-1).astype(jnp.int32)
+  for i in range(lstm_layers):
+    # The cells carry the names: their parameters live in this scope (`bilstm_{i}_forward` / `_backward`).
+    x = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(hidden, name=f"bilstm_{i}_forward")),
+                         nn.RNN(nn.OptimizedLSTMCell(hidden, name=f"bilstm_{i}_backward")))(x, seq_lengths=lengths)
+    x = nn.Dropout(config.dropout_rate)(x, deterministic=deterministic)
+  return x
+
+
 class FeatureBasedNetwork(nn.Module):
   config: TransformerConfig
   num_outputs: int
@@ -47,19 +66,9 @@ class FeatureBasedNetwork(nn.Module):
 
   @nn.compact
   def __call__(self, batch: dict) -> jax.Array:
-    out = TransformerEncoder(self.config, True, name="backbone")(
-        batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), return_all=True)
-    layers = jax.lax.stop_gradient(jnp.concatenate([out.embeddings[None], out.all_layers]).astype(jnp.float32))
-    x = ScalarMix(name="scalar_mix")(layers)
-    mask = batch["input_mask"].astype(bool)
-    lengths = jnp.sum(mask, axis=-1).astype(jnp.int32)
-    for i in range(self.lstm_layers):
-      x = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(self.hidden), name=f"forward_{i}"),
-                           nn.RNN(nn.OptimizedLSTMCell(self.hidden), name=f"backward_{i}"),
-                           name=f"bilstm_{i}")(x, seq_lengths=lengths)
-      x = nn.Dropout(self.config.dropout_rate)(x, deterministic=self.deterministic)
+    x = mixed_lstm_states(self.config, batch, self.hidden, self.lstm_layers, self.deterministic)
     if self.pooled:
-      x = jnp.max(jnp.where(mask[..., None], x, -jnp.inf), axis=1)
+      x = jnp.max(jnp.where(batch["input_mask"].astype(bool)[..., None], x, -jnp.inf), axis=1)
     return dense(self.num_outputs, "classifier")(x).astype(jnp.float32)
 
 

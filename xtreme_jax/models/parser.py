@@ -6,6 +6,9 @@ the position of each word's first subword, `word_mask` (W,) 1 for a word,
 `heads` (W,) the gold head of each word (0 the root, i the i-th word), `rels`
 (W,) its coarse relation id, and with gold POS (`num_upos`) `upos` (W,).
 
+The states are the fine-tuned encoder's, or (`lstm_hidden`: the paper's
+feature-based setting) a BiLSTM's over the fixed encoder's mixed layers
+(`models/feature_based.mixed_lstm_states`).
 The root is the `[CLS]` state (slot 0 of the word axis); words are slots
 1..W. Each state (with gold POS: concatenated with a learned tag embedding,
 the paper's second setting) goes through four MLPs (arc-dependent,
@@ -32,6 +35,7 @@ import numpy as np
 
 from xtreme_jax.evaluation.parsing import mst_heads
 from xtreme_jax.models.base import Model
+from xtreme_jax.models.feature_based import mixed_lstm_states
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
 
@@ -52,13 +56,16 @@ class BiaffineParserNetwork(nn.Module):
   rel_dim: int = 100
   tag_dim: int = 50
   mlp_dropout: float = 0.33
+  lstm_hidden: Optional[int] = None  # the feature-based setting: BiLSTM units per direction
   deterministic: bool = True
 
   @nn.compact
   def __call__(self, batch: dict) -> dict:
-    out = TransformerEncoder(self.config, self.deterministic, name="backbone")(
-        batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"))
-    seq = out.sequence.astype(jnp.float32)
+    if self.lstm_hidden is not None:
+      seq = mixed_lstm_states(self.config, batch, self.lstm_hidden, 2, self.deterministic)
+    else:
+      seq = TransformerEncoder(self.config, self.deterministic, name="backbone")(
+          batch["input_ids"], batch["input_mask"], batch.get("token_type_ids")).sequence.astype(jnp.float32)
     words = jnp.take_along_axis(seq, batch["word_starts"][..., None].astype(jnp.int32), axis=1)
     states = jnp.concatenate([seq[:, :1], words], axis=1)  # slot 0: [CLS] as the root
     if self.num_upos is not None:
@@ -94,10 +101,11 @@ class BiaffineParserModel(Model):
   num_upos: Optional[int] = None
   arc_dim: int = 500
   rel_dim: int = 100
+  lstm_hidden: Optional[int] = None
 
   def network(self, deterministic: bool) -> nn.Module:
     return BiaffineParserNetwork(self.config, self.num_rels, self.num_upos, self.arc_dim, self.rel_dim,
-                                 deterministic=deterministic)
+                                 lstm_hidden=self.lstm_hidden, deterministic=deterministic)
 
   def loss_terms(self, outputs, batch):
     weights = batch["word_mask"].astype(jnp.float32)

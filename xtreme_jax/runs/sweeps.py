@@ -13,10 +13,11 @@ dev score and are listed without a choice. `write` puts `sweep.json` and
 
 With a `baseline` run (`--baseline 'FREEZE_BOTTOM=None'`), `differences`
 gives each other run's test score minus the baseline's per task and
-language (from each run's `scores.json`, XTREME's or XGLUE's), added to
-`sweep.md` and drawn as `sweep_differences.png`, one panel per task, a line
-per language over the runs: the mBERT paper's Figure 1 for a sweep of
-`FREEZE_BOTTOM` against fine-tuning everything.
+language (from each run's `scores.json`, XTREME's or XGLUE's; a run of
+another setting: its `scores-<setting>.json`), added to `sweep.md` and
+drawn as `sweep_differences.png`, one panel per task, a line per language
+over the runs: the mBERT paper's Figure 1 for a sweep of `FREEZE_BOTTOM`
+against fine-tuning everything, with a feature-based run beside them.
 """
 
 from __future__ import annotations
@@ -70,10 +71,24 @@ def markdown(summary: dict) -> str:
   return "\n".join(lines) + "\n"
 
 
+def _scores_file(run_dir: str) -> str:
+  """The run's test scores: `scores.json` (zero-shot), else its one other setting's `scores-<setting>.json`."""
+  plain = os.path.join(run_dir, "scores.json")
+  if fs.isfile(plain) or not fs.isdir(run_dir):
+    return plain
+  names = sorted(n for n in fs.listdir(run_dir) if n.startswith("scores-") and n.endswith(".json")
+                 and not n.startswith("scores-dev") and not n.endswith("-pseudo.json"))
+  if len(names) > 1:
+    raise errors.ConfigError(f"{run_dir} holds the test scores of several settings ({', '.join(names)}); a sweep "
+                             "run should hold one")
+  return os.path.join(run_dir, names[0]) if names else plain
+
+
 def scores_by_language(run_dir: str) -> dict[str, dict[str, float]]:
-  """{task: {language: score}} of a run's `scores.json` (XTREME's per-language results or XGLUE's floats)."""
+  """{task: {language: score}} of a run's test scores (`_scores_file`; XTREME's per-language results or XGLUE's
+  floats)."""
   from xtreme_jax.evaluation import metrics  # pylint: disable=g-import-not-at-top
-  path = os.path.join(run_dir, "scores.json")
+  path = _scores_file(run_dir)
   scores = _json(path)
   if scores is None:
     raise errors.MissingInputError(f"{path} does not exist: the run was not scored (pass LABELS_DIR)")

@@ -452,20 +452,22 @@ class Parsing(Kind):
 
 
 class FeatureBased(Kind):
-  """The mBERT paper's feature-based transfer of a pair-classification or tagging kind: the same features,
-  decoding and scores, the model `models/feature_based.py` (the fixed encoder's layers mixed, a BiLSTM from
-  scratch; max-pooled for texts). The optimizer should leave the encoder alone (`runs/mbert.gin`'s
-  feature-based experiment freezes `backbone/`)."""
+  """The mBERT paper's feature-based transfer of a pair-classification, tagging or parsing kind: the same
+  features, decoding and scores, the fixed encoder's layers mixed under a BiLSTM trained from scratch
+  (`models/feature_based.py`; max-pooled for texts; the parser's biaffine scorers on its states). The
+  optimizer should leave the encoder alone (`runs/mbert.gin`'s feature-based experiment freezes `backbone/`)."""
 
   def __init__(self, base: Kind, hidden: int = 256):
-    if type(base) not in (PairClassification, Tagging, TaggingByAccuracy):
-      raise errors.ConfigError(f"the feature-based setting takes pair-classification and tagging tasks, not "
-                               f"{type(base).__name__} (the paper's parser is fine-tuned only)")
+    if type(base) not in (PairClassification, Tagging, TaggingByAccuracy, Parsing):
+      raise errors.ConfigError(f"the feature-based setting takes pair-classification, tagging and parsing tasks, "
+                               f"not {type(base).__name__}")
     self.base, self.hidden = base, hidden
     self.model_keys, self.predict_keys = base.model_keys, base.predict_keys
     self.weight_key, self.selection, self.gold_key = base.weight_key, base.selection, base.gold_key
 
   def model(self, spec, config, settings=None, vocab=None):
+    if isinstance(self.base, Parsing):
+      return dataclasses.replace(self.base.model(spec, config, settings, vocab), lstm_hidden=self.hidden)
     return FeatureBasedModel(config, num_outputs=len(spec.labels), pooled=isinstance(self.base, PairClassification),
                              hidden=self.hidden)
 
