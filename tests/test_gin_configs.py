@@ -28,6 +28,8 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/mbert_language_id.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/mbert_paper_mbert.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/mbert_paper_feature_based.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/mbert_paper_xnli.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/mbert_paper_xnli_feature_based.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
 
@@ -86,6 +88,34 @@ def test_freeze_bottom_reaches_every_fine_tuned_task(experiment, tasks):
   main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'", "FREEZE_BOTTOM=3"])
   settings = gin.get_configurable(xtreme.FinetuneSettings)()
   assert {settings.recipe(t).optimizer.freeze for t in tasks} == {freeze_bottom(3)}
+
+
+@pytest.mark.parametrize("experiment,task", [("experiments/mbert_paper_feature_based.gin", "parsing"),
+                                             ("experiments/mbert_paper_xnli_feature_based.gin", "xnli")])
+def test_feature_based_experiments_set_the_papers_recipe(experiment, task):
+  """Both benchmarks' feature-based runs: the encoder frozen, Adam 1e-3 held constant but for the halvings on
+  English dev plateaus (stop below 1e-5), batch 32, an evaluation per epoch."""
+  from xtreme_jax.runs import xtreme
+  from xtreme_jax.training.trainer import PlateauSchedule
+  main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'"])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  recipe = settings.recipe(task)
+  assert settings.setting == "feature_based" and recipe.optimizer.freeze == "(^|/)backbone/"
+  assert (recipe.optimizer.learning_rate, recipe.optimizer.schedule, recipe.optimizer.weight_decay) == (
+      1e-3, "constant", 0.0)
+  assert recipe.optimizer.warmup_steps == 0 and recipe.plateau == PlateauSchedule(0.5, 1, 1e-5)
+  assert (recipe.batch_size, recipe.eval_every, recipe.epochs, recipe.selection) == (32, "epoch", 30.0, "english_dev")
+
+
+def test_the_papers_xnli_recipe_replaces_xtremes():
+  from xtreme_jax.runs import xtreme
+  main.parse_gin(["experiments/mbert_paper_xnli.gin"], ["DATA_DIR='d'", "RUN_DIR='r'", "BATCH_SIZE=16"])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  recipe = settings.recipe("xnli")
+  assert settings.setting == "zero_shot" and (recipe.batch_size, recipe.epochs, recipe.eval_every) == (16, 3.0, "epoch")
+  o = recipe.optimizer
+  assert (o.learning_rate, o.warmup_ratio, o.warmup_steps, o.weight_decay, o.schedule) == (2e-5, 0.1, None, 0.01,
+                                                                                           "linear")
 
 
 def test_a_missing_required_macro_fails_while_parsing():

@@ -692,6 +692,20 @@ def test_max_length_is_the_position_table_limit_of_the_layers(tmp_path, monkeypa
   assert xtreme.check_run(runner, ("xnli",), {"xnli": ["de"]}, None) == {"xnli": ["de"]}
 
 
+def test_feature_based_xtreme_takes_classification_and_tagging_tasks_only(tmp_path):
+  """The mBERT paper's feature-based XNLI runs through XTREME; QA and retrieval have no feature-based model."""
+  from xtreme_jax.runs import task_kinds
+  config = TINY.replace(vocab_size=1024, max_positions=130)
+  runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, config, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(setting="feature_based"), None)
+  assert isinstance(runner.kind("xnli"), task_kinds.FeatureBased)
+  assert runner.training_set("xnli", "de") == ("xnli_feature_based", (("xnli", "en", "train"),), None)
+  assert xtreme.check_run(runner, ("xnli", "udpos"), {"xnli": ["de"], "udpos": ["de"]}, None)
+  with pytest.raises(errors.ConfigError, match=r"^SETTING='feature_based' takes classification, tagging and "
+                                               r"parsing tasks; TASKS holds \['xquad', 'bucc2018'\]$"):
+    xtreme.check_run(runner, ("xnli", "xquad", "bucc2018"), None, None)
+
+
 def test_classification_translate_test_on_tfds_is_refused_at_start_up(tmp_path):
   runner = xtreme.XtremeRunner(str(tmp_path), None, TINY.replace(vocab_size=1024, max_positions=512),
                                paths.sample_vocab(), None,

@@ -76,4 +76,4 @@ XTREME = BenchmarkSpec(
                 "qa": ("xquad", "mlqa", "tydiqa"), "retrieval": ("bucc2018", "tatoeba")},
     scale=100.0,
     settings=("zero_shot", "in_language", "in_language_fewshot", "in_language_multi", "translate_train",
-              "translate_train_all", "translate_test", "filter_teacher", "filter_student"))
+              "translate_train_all", "translate_test", "filter_teacher", "filter_student", "feature_based"))

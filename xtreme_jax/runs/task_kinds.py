@@ -451,6 +451,9 @@ class Parsing(Kind):
     return "\n".join("".join(f"{h}\t{r}\n" for h, r in zip(*p)) for p in predicted if p is not None)
 
 
+FEATURE_BASED_KINDS = ("pair_classification", "tagging", "parsing", "parsing_gold_pos")  # what FeatureBased takes
+
+
 class FeatureBased(Kind):
   """The mBERT paper's feature-based transfer of a pair-classification, tagging or parsing kind: the same
   features, decoding and scores, the fixed encoder's layers mixed under a BiLSTM trained from scratch

@@ -95,7 +95,8 @@ them side by side.
 The mBERT paper's tasks (`mbert`, benchmark "mbert": MLDoc, NER, POS,
 dependency parsing) run zero-shot from English in the same runner, or in the
 setting `feature_based` (the fixed encoder's layers mixed under a BiLSTM,
-`task_kinds.FeatureBased`); their scores come from `evaluation/mbert_scorer.py`
+`task_kinds.FeatureBased`; also XTREME's classification and tagging tasks,
+for the paper's XNLI); their scores come from `evaluation/mbert_scorer.py`
 and their report adds the subword overlap with the English training data.
 
 In the translation settings, tasks without translations (panx, udpos, bucc2018,
@@ -1286,6 +1287,8 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   setting = runner.settings.setting
   _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
            f"{list(bench.settings)}")
+  unfit = [t for t in tasks if setting == "feature_based" and bench.task(t).kind not in task_kinds.FEATURE_BASED_KINDS]
+  _require(not unfit, f"SETTING='feature_based' takes classification, tagging and parsing tasks; TASKS holds {unfit}")
   keys = set(finetuned_models(bench) + retrieval_tasks(bench))
   foreign = sorted(set(runner.settings.tasks) - keys)
   _require(not foreign, f"FinetuneSettings.tasks names {foreign}, not {bench.name.upper()} models; valid: "
