@@ -370,3 +370,18 @@ def test_best_parameters_are_kept_compared_after_resume_and_restored(tmp_path, c
   assert len(re.findall(r"compiling train step \.\.\. \d+\.\d s", err)) == 2  # once per fit, apart from the bar
   assert "eval @ 4 (" in err and "score=0.5000 (new best score)" in err
   assert "eval @ 6 (" in err and "score=0.4500 (best score 0.5000 @ 4)" in err
+
+
+def test_fields_added_later_leave_fingerprints_unchanged_at_their_defaults():
+  """Runs fingerprinted before `OptimizerConfig.schedule` / `TaskSettings.plateau` existed resume as they were."""
+  from xtreme_jax.runs import xtreme
+  from xtreme_jax.runs.train import describe
+  from xtreme_jax.training.optim import OptimizerConfig
+  from xtreme_jax.training.trainer import PlateauSchedule
+  assert list(describe(OptimizerConfig())) == ["class", "learning_rate", "warmup_ratio", "warmup_steps",
+                                               "weight_decay", "b1", "b2", "eps", "max_grad_norm", "freeze",
+                                               "first_stage_steps", "first_stage_trains"]
+  assert describe(OptimizerConfig(schedule="constant"))["schedule"] == "constant"
+  assert "plateau" not in describe(xtreme.TaskSettings())
+  assert describe(xtreme.TaskSettings(plateau=PlateauSchedule()))["plateau"] == {
+      "class": "PlateauSchedule", "factor": 0.5, "patience": 1, "min_learning_rate": 1e-5}
