@@ -55,7 +55,7 @@ def test_tagging_predicts_every_position():
 
 def test_feature_based_parser_scores_the_bilstm_states_of_the_fixed_encoder():
   """The paper's feature-based parsing: the biaffine scorers read first-subword BiLSTM states (the mix of the
-  fixed encoder's layers); the encoder gets no gradient, the mix and the BiLSTM do."""
+  fixed encoder's layers, `mixed_lstm_states` as in the test above)."""
   model = BiaffineParserModel(CONFIG, num_rels=4, arc_dim=8, rel_dim=4, lstm_hidden=6)
   batch = {**_batch(), "word_starts": np.asarray([[1, 2, 3], [1, 0, 0]], np.int32),
            "word_mask": np.asarray([[1, 1, 1], [1, 0, 0]], np.int32),
@@ -65,8 +65,5 @@ def test_feature_based_parser_scores_the_bilstm_states_of_the_fixed_encoder():
   assert set(params) == {"backbone", "scalar_mix", "bilstm_0_forward", "bilstm_0_backward", "bilstm_1_forward",
                          "bilstm_1_backward", "arc_dep", "arc_head", "rel_dep", "rel_head", "arc_bilinear",
                          "arc_head_bias", "rel_bilinear", "rel_dep_linear", "rel_head_linear", "rel_bias"}
-  grads = jax.jit(jax.grad(lambda p: model.loss_fn(p, batch, None, deterministic=True)[0]))(params)
-  assert all(float(np.abs(g).max()) == 0 for g in jax.tree_util.tree_leaves(grads["backbone"]))
-  assert float(np.abs(grads["bilstm_0_forward"]["ii"]["kernel"]).max()) > 0
-  out = model.predict_batch(params, batch)
+  out = model.predict_batch(params, batch)  # the fixed encoder under stop_gradient: the test above
   assert out["arcs"].shape == (2, 4, 4) and out["rel_ids"].shape == (2, 4, 4)

@@ -44,27 +44,41 @@ def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reporte
     assert all(h.count(0) == 1 for h in heads)
 
 
-@pytest.mark.slow
-def test_feature_based_parsing_trains_a_bilstm_parser_under_the_plateau_schedule(tmp_path):
-  """experiments/mbert_paper_feature_based_quickstart.gin on parsing (the other tasks' feature-based models:
-  tests/test_feature_based.py): an evaluation per epoch, the rate halved after each without a new best."""
+class _Stop(Exception):
+  pass
+
+
+def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path, monkeypatch):
+  """The recipe's schedule reaches the trainer of every feature-based model (the schedule itself:
+  tests/test_training.py; the feature-based parser: tests/test_feature_based.py). Stopped at `fit`."""
+  from conftest import TINY
+  from xtreme_jax import main
+  from xtreme_jax.runs import xtreme
+  from xtreme_jax.training.partitioning import PartitionConfig
+  from xtreme_jax.training.trainer import PlateauSchedule
   gin.clear_config(clear_constants=True)
   try:
-    assert cli.main(["run", "--gin_file=experiments/mbert_paper_feature_based_quickstart.gin",
-                     f"--gin.RUN_DIR='{tmp_path}'", "--gin.TASKS=('parsing',)", "--gin.EPOCHS=6.0"]) == 0
+    main.parse_gin(["experiments/mbert_paper_feature_based_quickstart.gin"], [f"RUN_DIR='{tmp_path}'"])
+    settings = gin.get_configurable(xtreme.FinetuneSettings)()
   finally:
     gin.clear_config(clear_constants=True)
-  parsing = json.loads((tmp_path / "scores-feature_based.json").read_text())["tasks"]["parsing"]
-  assert set(parsing["languages"]) == {"en", "de", "es"} and 0 <= parsing["score"] <= 100
-  summary = json.loads((tmp_path / "models" / "parsing_feature_based" / "summary.json").read_text())
-  evals = [(e["step"], e["dev_las"]) for e in summary["eval"]]
-  assert [step for step, _ in evals] == [1, 2, 3]  # 4 sentences, batches of 8: an epoch is one step
-  rate, best, expected = 1e-3, -1.0, {}
-  for step, las in evals:  # the schedule by hand: halve after an evaluation that is not a new best
-    expected[step] = rate
-    rate, best = (rate, las) if las > best else (rate / 2, best)
-  assert {h["step"]: h["learning_rate"] for h in summary["history"]} == pytest.approx(expected)
-  assert summary["plateau"]["scale"] == pytest.approx(rate / 1e-3) and not summary["plateau"]["stopped"]
+  seen = []
+
+  def fit(trainer, *args, **kwargs):
+    seen.append((trainer.config, trainer.optimizer))
+    raise _Stop
+
+  monkeypatch.setattr(xtreme.Trainer, "fit", fit)
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_mbert_dir(), TINY, paths.sample_vocab(), None, settings,
+                               PartitionConfig(), benchmark="mbert")
+  for task in ("mldoc", "parsing"):
+    with pytest.raises(_Stop):
+      runner.finetuned(task, "de")
+  assert len(seen) == 2
+  for config, optimizer in seen:
+    assert config.plateau == PlateauSchedule(0.5, 1, 1e-5) and config.select_metric
+    assert config.eval_every == 1  # an epoch: the sample's 4 English examples fill less than a batch of 8
+    assert (optimizer.learning_rate, optimizer.schedule, optimizer.freeze) == (1e-3, "constant", "(^|/)backbone/")
 
 
 def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind(tmp_path):
