@@ -36,13 +36,6 @@ import pytest  # noqa: E402
 from xtreme_jax.data.sources import IndexedSource  # noqa: E402
 from xtreme_jax.networks.config import TransformerConfig  # noqa: E402
 
-def pytest_collection_modifyitems(config, items):
-  """Files holding end-to-end runs (`slow`) first: with `--dist loadfile` a worker takes whole files in this
-  order, so the long ones start early and the many short ones even out the two workers' ends."""
-  slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-  items.sort(key=lambda item: item.path not in slow_files)  # stable: files stay whole and in order
-
-
 TINY = TransformerConfig(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                          max_positions=24, type_vocab_size=2, dropout_rate=0.1, attention_dropout_rate=0.1)
 
