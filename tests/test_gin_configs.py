@@ -29,6 +29,8 @@ REQUIRED = {  # macros each experiment leaves to the command line
     "experiments/mbert_paper_mbert.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/mbert_paper_feature_based.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/mbert_paper_xnli.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/mbert_paper_grid.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
+    "experiments/mbert_paper_xnli_grid.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
     "experiments/mbert_paper_xnli_feature_based.gin": ["DATA_DIR='d'", "RUN_DIR='r'"],
 }
 REAL_DATA = ["DATA_DIR='d'", "RUN_DIR='r'"]  # the benchmark experiments on real data (mBERT, XLM-R)
@@ -116,6 +118,22 @@ def test_the_papers_xnli_recipe_replaces_xtremes():
   o = recipe.optimizer
   assert (o.learning_rate, o.warmup_ratio, o.warmup_steps, o.weight_decay, o.schedule) == (2e-5, 0.1, None, 0.01,
                                                                                            "linear")
+
+
+@pytest.mark.parametrize("experiment,tasks", [("experiments/mbert_paper_grid.gin", ("mldoc", "ner", "parsing")),
+                                              ("experiments/mbert_paper_xnli_grid.gin", ("xnli",))])
+def test_one_grid_point_sets_learning_rate_batch_and_epochs(experiment, tasks):
+  """The paper's 3 x 2 x 2 grid is one sweep of GRID_POINT (runs/grid_point.gin)."""
+  from xtreme_jax.runs import xtreme
+  main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'", "GRID_POINT=(5e-5, 16, 4.0)"])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  assert {(settings.recipe(t).optimizer.learning_rate, settings.recipe(t).batch_size, settings.recipe(t).epochs)
+          for t in tasks} == {(5e-5, 16, 4.0)}
+  gin.clear_config(clear_constants=True)
+  main.parse_gin([experiment], ["DATA_DIR='d'", "RUN_DIR='r'", "GRID_POINT=(5e-5, 16)"])
+  with pytest.raises(errors.ConfigError, match=r"grid point \(5e-05, 16\); expected a tuple \(learning rate, "
+                                               r"batch size, epochs\)"):
+    gin.get_configurable(xtreme.FinetuneSettings)()
 
 
 def test_a_missing_required_macro_fails_while_parsing():

@@ -160,6 +160,16 @@ def write(root: str, baseline: Optional[str] = None) -> dict:
   return summary
 
 
+def grid_value(point, index: int, names: tuple = ()):
+  """Element `index` of a grid point (a tuple macro swept as one value, e.g. the mBERT paper's (learning rate,
+  batch size, epochs)), for Gin: `LEARNING_RATE = @lr/sweeps.grid_value()`; `names` name the elements in the
+  error when the point has the wrong length."""
+  if not isinstance(point, (tuple, list)) or not 0 <= index < len(point) or (names and len(point) != len(names)):
+    what = f"a tuple ({', '.join(names)})" if names else f"a tuple of at least {index + 1} values"
+    raise errors.ConfigError(f"grid point {point!r}; expected {what}")
+  return point[index]
+
+
 def main(argv: list[str]) -> int:
   parser = errors.ArgumentParser(prog="xtreme-jax sweep-summary",
                                  description="The best run of a tpu_scripts/sweep.sh sweep per fine-tuned model.")
