@@ -8,18 +8,29 @@ import pytest
 from xtreme_jax import cli, errors
 from xtreme_jax.data import paths
 from xtreme_jax.data.mbert_data import MbertData
-from xtreme_jax.registry.mbert import NER_TAGS
+from xtreme_jax.registry.mbert import MLDOC_LABELS, NER_TAGS
+from xtreme_jax.registry.xtreme import UPOS_TAGS
 
 
 @pytest.mark.slow
-def test_ner_and_parsing_zero_shot_from_english_are_predicted_scored_and_reported(tmp_path):
+def test_every_task_zero_shot_from_english_is_predicted_scored_and_reported(tmp_path):
   gin.clear_config(clear_constants=True)
   try:
     assert cli.main(["run", "--gin_file=experiments/mbert_paper_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
-                     "--gin.TASKS=('ner', 'parsing')", "--gin.EPOCHS=4.0", "--gin.FREEZE_BOTTOM=0"]) == 0
+                     "--gin.TASKS=('mldoc', 'ner', 'pos', 'parsing')", "--gin.EPOCHS=4.0",
+                     "--gin.FREEZE_BOTTOM=0"]) == 0
   finally:
     gin.clear_config(clear_constants=True)
   data = MbertData(data_dir=paths.sample_mbert_dir())
+  all_scores = json.loads((tmp_path / "scores.json").read_text())["tasks"]
+  for task, labels in (("mldoc", MLDOC_LABELS), ("pos", UPOS_TAGS)):  # a label per document / per word
+    for lg in all_scores[task]["languages"]:
+      lines = (tmp_path / "submission" / task / f"test-{lg}.tsv").read_text().split()
+      gold = data.read(task, lg, "test")
+      assert len(lines) == (len(gold) if task == "mldoc" else sum(len(s["tokens"]) for s in gold))
+      assert set(lines) <= set(labels)
+  assert set(all_scores["mldoc"]["languages"]) == {"de", "en", "fr", "zh"}  # the sample's test files
+  assert set(all_scores["pos"]["languages"]) == {"de", "en", "es"}
   scores = json.loads((tmp_path / "scores.json").read_text())["tasks"]["ner"]
   assert set(scores["languages"]) == {"en", "de", "es", "nl", "zh"}  # every language with a test file
   for lg in scores["languages"]:
