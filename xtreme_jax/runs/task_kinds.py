@@ -451,17 +451,19 @@ class Parsing(Kind):
     return "\n".join("".join(f"{h}\t{r}\n" for h, r in zip(*p)) for p in predicted if p is not None)
 
 
-FEATURE_BASED_KINDS = ("pair_classification", "tagging", "parsing", "parsing_gold_pos")  # what FeatureBased takes
-
-
 class FeatureBased(Kind):
   """The mBERT paper's feature-based transfer of a pair-classification, tagging or parsing kind: the same
   features, decoding and scores, the fixed encoder's layers mixed under a BiLSTM trained from scratch
   (`models/feature_based.py`; max-pooled for texts; the parser's biaffine scorers on its states). The
   optimizer should leave the encoder alone (`runs/mbert.gin`'s feature-based experiment freezes `backbone/`)."""
 
+  @staticmethod
+  def takes(base: Kind) -> bool:
+    """Whether `base` has a feature-based form."""
+    return type(base) in (PairClassification, Tagging, TaggingByAccuracy, Parsing)
+
   def __init__(self, base: Kind, hidden: int = 256):
-    if type(base) not in (PairClassification, Tagging, TaggingByAccuracy, Parsing):
+    if not self.takes(base):
       raise errors.ConfigError(f"the feature-based setting takes pair-classification, tagging and parsing tasks, "
                                f"not {type(base).__name__}")
     self.base, self.hidden = base, hidden

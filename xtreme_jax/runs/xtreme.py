@@ -1287,7 +1287,8 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   setting = runner.settings.setting
   _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
            f"{list(bench.settings)}")
-  unfit = [t for t in tasks if setting == "feature_based" and bench.task(t).kind not in task_kinds.FEATURE_BASED_KINDS]
+  unfit = [t for t in tasks if setting == "feature_based" and not (
+      bench.task(t).kind in task_kinds.KINDS and task_kinds.FeatureBased.takes(task_kinds.of(bench.task(t))))]
   _require(not unfit, f"SETTING='feature_based' takes classification, tagging and parsing tasks; TASKS holds {unfit}")
   keys = set(finetuned_models(bench) + retrieval_tasks(bench))
   foreign = sorted(set(runner.settings.tasks) - keys)
