@@ -27,6 +27,10 @@ atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)  # per session: n
 jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+# The CLI keeps a cache JAX was given (xtreme_jax.compilation_cache); subprocesses share this one.
+os.environ.pop("XTREME_JAX_CACHE_DIR", None)
+os.environ.update(JAX_COMPILATION_CACHE_DIR=_CACHE_DIR, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                  JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import dataclasses  # noqa: E402
 

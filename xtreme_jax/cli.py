@@ -34,6 +34,10 @@ add --debug (or set XTREME_JAX_DEBUG=1) to see the traceback.
 """
 
 
+# Commands that compile JAX programs, besides `run` (which configures the compilation cache from Gin too).
+COMPILING = ("import-hf", "export-encoder", "export-veco", "export-seq2seq", "average-checkpoints")
+
+
 def main(argv=None) -> int:
   """Runs one command; a user error is one line on stderr and exit code 2 (`--debug`: traceback)."""
   return errors.run_cli(_dispatch, list(sys.argv[1:] if argv is None else argv))
@@ -44,6 +48,9 @@ def _dispatch(argv: list[str]) -> int:
     print(USAGE)
     return 0 if argv else 2
   command, rest = argv[0], argv[1:]
+  if command in COMPILING:
+    from xtreme_jax import compilation_cache
+    compilation_cache.configure()
   if command == "run":
     from xtreme_jax import main as entry
     return entry.main(rest)

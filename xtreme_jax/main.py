@@ -55,8 +55,13 @@ EXAMPLES = """examples:
 A user error (bad binding, missing file, malformed data) prints one line and exits 2."""
 
 
-def execute(run: Callable = gin.REQUIRED):
-  """Calls the run function bound in the run-mode Gin file."""
+def execute(run: Callable = gin.REQUIRED, compilation_cache: Optional[str] = None):
+  """Calls the run function bound in the run-mode Gin file.
+
+  `compilation_cache`: the persistent compilation cache's folder or `'off'` (`xtreme_jax.compilation_cache`;
+  None: XTREME_JAX_CACHE_DIR, else the default folder); applied by `main` before anything compiles.
+  """
+  del compilation_cache
   return run()
 
 
@@ -232,6 +237,14 @@ def _write_config(run_dir: Optional[str]) -> None:
     atomic.write_text(os.path.join(run_dir, "config.gin"), gin.config_str())
 
 
+def _bound(name: str):
+  """The value Gin binds to `name` (a parameter or %MACRO), None when unbound."""
+  try:
+    return gin.query_parameter(name)
+  except ValueError:
+    return None
+
+
 def main(argv: Optional[list[str]] = None) -> int:
   """`xtreme-jax run`: parse the Gin flags, run the bound run mode; user errors raise (the CLI reports them)."""
   files, bindings, rest = split_gin_args(list(sys.argv[1:] if argv is None else argv))
@@ -243,12 +256,11 @@ def main(argv: Optional[list[str]] = None) -> int:
   except ValueError:
     raise errors.ConfigError(f"{files} bind no run mode (main.execute.run): include one of the bundled "
                              "runs/*.gin, as the experiments do") from None
+  from xtreme_jax import compilation_cache
+  compilation_cache.configure(_bound("xtreme_jax.main.execute.compilation_cache"))
   from xtreme_jax.training.trainer import initialize_distributed
   initialize_distributed()
-  try:
-    run_dir = gin.query_parameter("%RUN_DIR")
-  except ValueError:
-    run_dir = None
+  run_dir = _bound("%RUN_DIR")
   gin.get_configurable(execute)()
   import jax
   if jax.process_index() == 0:

@@ -204,8 +204,11 @@ def evaluate(run_dir: str, model: Model, eval_data, init_checkpoint: Optional[st
     if step is None and not init_checkpoint:
       raise errors.MissingInputError(f"{run_dir} holds no checkpoint and no init_checkpoint was given")
     batch = next(iter(eval_data.eval_batches(host, hosts)))
-    state = runner.init_state(batch, None if step is not None else pretrained_loader(init_checkpoint, model.config))
-    params = state.params if step is None else runner.place_params(runner.checkpointer.restore_params(step))
+    if step is None:
+      params = runner.init_state(batch, pretrained_loader(init_checkpoint, model.config)).params
+    else:
+      runner.prepare(batch)
+      params = runner.place_params(runner.checkpointer.restore_params(step))
     metrics = {"step": step or 0, **runner.evaluate(params, eval_data.eval_batches(host, hosts))}
   finally:
     runner.close()

@@ -84,7 +84,7 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtStream, records: list[dic
     params, source = averaging.restore_averaged_or_latest(run_dir)
     check_decoder(params, run_dir)
     logging.info("decoding with the parameters of %s", source)
-    runner.init_state(data.shape_batch(jax.process_index(), jax.process_count()))  # the parameters' shapes
+    runner.prepare(data.shape_batch(jax.process_index(), jax.process_count()))  # the parameters' shapes
     predicted = predict_features(runner, runner.place_params(params), features, kind.predict_keys, batch_size)
   finally:
     runner.close()

@@ -4,9 +4,14 @@
 directory (train state, input position and, for sources that keep one, the
 input state: `source.input_state` / `restore_input_state`, e.g. the streamed
 `SeqioPairSource`), trains to `train_steps`, saves
-every `checkpoint_every` steps and at the end. Metrics of step s are read
-while step s+1 runs, so the device is never idle waiting for the host; a
-checkpoint is only written after its step's metrics were checked.
+every `checkpoint_every` steps and at the end. A resume restores straight
+into the sharded layout (shapes from `jax.eval_shape`); only a fresh run
+initialises parameters. The device is not kept waiting on the host: batches
+are built and placed ahead by a background thread (`TrainerConfig.prefetch`),
+step metrics stay on the device and are fetched and checked every `log_every`
+steps (and before an evaluation, a checkpoint and at the end), so a
+checkpoint is only written after its steps' metrics were checked; evaluation
+and prediction fetch each batch's output while later batches run.
 
 On the terminal: one line for start-up (initialisation or restore, and the
 first step, which compiles), then one progress bar whose ETA counts training
@@ -46,7 +51,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -55,13 +60,14 @@ from tqdm.auto import tqdm
 
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.models.base import Model
-from xtreme_jax.training import partitioning, validation as v, writers
+from xtreme_jax.training import partitioning, prefetch, validation as v, writers
 from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training import optim
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.steps import TrainState, eval_step, per_token_means, predict_step, train_step
 
 SUMMARY = "summary.json"
+IN_FLIGHT = 2  # training steps the host may dispatch ahead of the device
 
 
 class NonFiniteLossError(errors.UserError, RuntimeError):
@@ -118,6 +124,9 @@ class TrainerConfig:
   always written.
   `plateau`: a `PlateauSchedule` on `select_metric` (None: the optimizer's
   schedule alone).
+  `prefetch`: batches built and placed ahead of the step by a background
+  thread (training, evaluation and prediction; 0: built inline). It changes
+  when a batch is built, never what it holds.
   """
 
   train_steps: int = 1000
@@ -131,6 +140,7 @@ class TrainerConfig:
   select_metric: Optional[str] = None
   tensorboard: Any = "auto"
   plateau: Optional[PlateauSchedule] = None
+  prefetch: int = 2
 
   def __post_init__(self):
     for name in ("train_steps", "accum_steps", "log_every", "checkpoint_every", "keep_checkpoints"):
@@ -141,6 +151,7 @@ class TrainerConfig:
     v.require(self, "select_metric", v.optional(lambda x: isinstance(x, str) and bool(x)), "None or a metric name")
     v.require(self, "tensorboard", lambda x: isinstance(x, bool) or x == "auto", "True, False or 'auto'")
     v.require(self, "plateau", v.optional(lambda x: isinstance(x, PlateauSchedule)), "None or a PlateauSchedule")
+    v.require(self, "prefetch", v.non_negative_int, "an integer >= 0")
     if self.plateau is not None and not self.select_metric:
       raise errors.ConfigError("TrainerConfig.plateau needs select_metric (the evaluation metric it watches)")
 
@@ -191,12 +202,12 @@ def stop_signals(install: bool = True):
 
 @dataclasses.dataclass
 class _Progress:
-  """What `fit` accumulates: checked step records, evaluations, the unchecked last step, a throughput window."""
+  """What `fit` accumulates: checked step records, evaluations, the steps not fetched yet, a throughput window."""
 
   start: int
   history: list = dataclasses.field(default_factory=list)
   evals: list = dataclasses.field(default_factory=list)
-  pending: Optional[tuple] = None
+  pending: list = dataclasses.field(default_factory=list)  # (step, metrics on the device), oldest first
   window_start: float = dataclasses.field(default_factory=time.perf_counter)
   examples: int = 0
   tokens: int = 0
@@ -220,6 +231,15 @@ class _Progress:
     return out
 
 
+class _Fed(NamedTuple):
+  """One training batch as the feed hands it over."""
+
+  position: int  # its number in the input stream
+  batch: dict  # placed with the data sharding
+  tokens: int  # this host's non-pad tokens
+  input_state: Any  # the source's input state after it, where a planned checkpoint follows (else None)
+
+
 def _shapes(batch: dict) -> tuple:
   """The batch's (key, shape, dtype) triples: what the compiled programs depend on."""
   return tuple(sorted((k, np.shape(v), np.dtype(getattr(v, "dtype", None) or np.asarray(v).dtype).str)
@@ -234,12 +254,16 @@ class _Programs:
   param_specs: Any
   state_specs: TrainState
   state_shardings: Any
-  abstract_params: Any
-  make_state: Callable
-  init_opt_state: Callable
+  abstract_state: TrainState  # shapes, dtypes and shardings: what a checkpoint is restored into
+  init_params: Callable  # (rng, batch) -> fresh parameters
+  start_state: Callable  # (params, rng) -> the step-0 state over `params` (optimizer state built here, once)
   train_step: Callable
   eval_step: Callable
   predict_step: Callable
+
+  @property
+  def abstract_params(self) -> Any:
+    return self.abstract_state.params
 
 
 @functools.lru_cache(maxsize=8)
@@ -247,30 +271,36 @@ def _programs(model: Model, optimizer: OptimizerConfig, accum_steps: int, mesh, 
               shapes: tuple) -> _Programs:
   """Traced and jitted once per configuration: Trainers of equal configurations (a resumed run, the models
   of a benchmark that share an architecture, whatever their number of steps or learning rate: `optimizer` is
-  `optim.structure(...)`, the numbers are data) reuse the compiled steps instead of tracing them again."""
+  `optim.structure(...)`, the numbers are data) reuse the compiled steps instead of tracing them again.
+  Shapes come from `jax.eval_shape`: nothing is initialised or compiled here."""
   batch = {k: jax.ShapeDtypeStruct(shape, np.dtype(dtype)) for k, shape, dtype in shapes}
   boxed = jax.eval_shape(model.init, jax.random.PRNGKey(0), batch)
   tx, _ = optim.build_optimizer(optimizer, optim.hyperparameters(optimizer, 1), nn.unbox(boxed))
   with nn.logical_axis_rules(rules):  # outside the mesh: unboxing must not add constraints here
     param_specs = partitioning.param_specs(boxed, mesh, rules)
 
-  def make_state(rng, batch) -> TrainState:
-    init_rng, step_rng = jax.random.split(rng)
-    params = nn.unbox(model.init(init_rng, batch))
+  # The seed's two halves: the parameters' initialisation and the steps' dropout (as one program did before).
+  def init_params(rng, batch) -> Any:
+    return nn.unbox(model.init(jax.random.split(rng)[0], batch))
+
+  def start_state(params, rng) -> TrainState:
     return TrainState(step=jax.numpy.zeros((), jax.numpy.int32), params=params, opt_state=tx.init(params),
-                      rng=step_rng)
+                      rng=jax.random.split(rng)[1])
 
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    state_shapes = jax.eval_shape(make_state, jax.random.PRNGKey(0), batch)
+    state_shapes = jax.eval_shape(start_state, jax.eval_shape(init_params, jax.random.PRNGKey(0), batch),
+                                  jax.random.PRNGKey(0))
   state_specs = _state_specs(state_shapes, param_specs)
   state_shardings = partitioning.to_shardings(state_specs, mesh)
+  abstract_state = jax.tree_util.tree_map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+                                          state_shapes, state_shardings)
   data_sharding = partitioning.batch_sharding(mesh, rules)  # a prefix: every feature is split on its batch dim
   step = functools.partial(train_step, model=model, optimizer=optimizer, accum_steps=accum_steps)
   return _Programs(
       tx=tx, param_specs=param_specs, state_specs=state_specs, state_shardings=state_shardings,
-      abstract_params=state_shapes.params,
-      make_state=jax.jit(make_state, out_shardings=state_shardings),
-      init_opt_state=jax.jit(tx.init, out_shardings=state_shardings.opt_state),
+      abstract_state=abstract_state,
+      init_params=jax.jit(init_params, out_shardings=state_shardings.params),
+      start_state=jax.jit(start_state, in_shardings=(state_shardings.params, None), out_shardings=state_shardings),
       train_step=jax.jit(step, in_shardings=(state_shardings, data_sharding, None),
                          out_shardings=(state_shardings, None), donate_argnums=(0,)),
       eval_step=jax.jit(functools.partial(eval_step, model=model),
@@ -329,13 +359,8 @@ class Trainer:
 
   # -- state ---------------------------------------------------------------
 
-  def init_state(self, batch: dict, init_params: Any = None) -> TrainState:
-    """A fresh, sharded train state.
-
-    `init_params(params) -> params` may replace parts of the fresh (sharded)
-    parameters with host arrays, e.g. a pretrained backbone; they are placed
-    with the parameters' shardings (every host passes the full values).
-    """
+  def prepare(self, batch: dict) -> _Programs:
+    """The shapes, shardings and jitted steps for batches shaped like `batch`; nothing runs or compiles."""
     programs = _programs(self.model, optim.structure(self.optimizer), self.config.accum_steps,
                          self.mesh, self.rules, _shapes(batch))
     self.hyperparameters = optim.hyperparameters(self.optimizer, self.config.train_steps)
@@ -344,12 +369,23 @@ class Trainer:
     self.abstract_params = programs.abstract_params
     self._train_step, self._eval_step, self._predict_step = (
         programs.train_step, programs.eval_step, programs.predict_step)
+    return programs
+
+  def init_state(self, batch: dict, init_params: Any = None) -> TrainState:
+    """A fresh, sharded train state (the only path that initialises parameters).
+
+    `init_params(params) -> params` may replace parts of the fresh (sharded)
+    parameters with host arrays, e.g. a pretrained backbone; they are placed
+    with the parameters' shardings (every host passes the full values). The
+    optimizer state is built once, over the final parameters.
+    """
+    programs = self.prepare(batch)
+    rng = jax.random.PRNGKey(self.config.seed)
     with self.sharding_context():
-      state = programs.make_state(jax.random.PRNGKey(self.config.seed), batch)
+      params = programs.init_params(rng, batch)
       if init_params is not None:
-        params = jax.device_put(init_params(state.params), partitioning.to_shardings(self.param_specs, self.mesh))
-        state = state.replace(params=params, opt_state=programs.init_opt_state(params))
-    return state
+        params = jax.device_put(init_params(params), partitioning.to_shardings(self.param_specs, self.mesh))
+      return programs.start_state(params, rng)
 
   def place_params(self, params: Any) -> Any:
     """Host parameter arrays placed with this run's parameter shardings."""
@@ -361,8 +397,12 @@ class Trainer:
   # -- loop ----------------------------------------------------------------
 
   def train_step(self, state: TrainState, batch: dict):
+    """One step on this host's rows `batch` (numpy); returns the new state and the step's metrics (on device)."""
+    return self._dispatch(state, self.to_global(batch))
+
+  def _dispatch(self, state: TrainState, batch: dict):
     with self.sharding_context():
-      return self._train_step(state, self.to_global(batch), self._numbers())
+      return self._train_step(state, batch, self._numbers())
 
   def _numbers(self) -> dict:
     """The optimizer's numbers for the next step: the configured ones, the rate scaled by the plateau schedule."""
@@ -371,39 +411,42 @@ class Trainer:
     return {**self.hyperparameters, "learning_rate": np.float32(self.hyperparameters["learning_rate"]
                                                                 * self.plateau.scale)}
 
+  def _placed(self, batches: Iterator[dict]) -> prefetch.Prefetcher:
+    """`batches` built and placed on the devices ahead of their use."""
+    return prefetch.Prefetcher(map(self.to_global, batches), self.config.prefetch)
+
   def evaluate(self, params: Any, batches: Iterator[dict]) -> dict:
     """Weighted means of the model's metrics over `batches`."""
     totals: dict = {}
-    with self.sharding_context():
-      for batch in batches:
-        sums = jax.device_get(self._eval_step(params, self.to_global(batch)))
+    with self.sharding_context(), self._placed(batches) as placed:
+      for sums in prefetch.pipelined(functools.partial(self._eval_step, params), placed):
         for k, val in sums.items():
           totals[k] = totals.get(k, 0.0) + float(val)
     return {k: float(val) for k, val in per_token_means(totals).items()}
 
   def predict(self, params: Any, batches: Iterator[dict]) -> Iterator[Any]:
     """Numpy predictions of every batch (gathered from all hosts)."""
-    with self.sharding_context():
-      for batch in batches:
-        out = self._predict_step(params, self.to_global(batch))
-        if jax.process_count() > 1:
-          from jax.experimental import multihost_utils
-          out = multihost_utils.process_allgather(out, tiled=True)
-        yield jax.tree_util.tree_map(np.asarray, jax.device_get(out))
+    def fetch(out):
+      if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+        out = multihost_utils.process_allgather(out, tiled=True)
+      return jax.tree_util.tree_map(np.asarray, jax.device_get(out))
+
+    with self.sharding_context(), self._placed(batches) as placed:
+      yield from prefetch.pipelined(functools.partial(self._predict_step, params), placed, fetch=fetch)
 
   def restore_or_init(self, batch: dict, init_params: Any = None) -> tuple[TrainState, int]:
     """(state, data_position): the newest readable checkpoint, else a fresh state.
 
     `init_params` (e.g. loading a pretrained backbone) only runs for a fresh
-    run. If checkpoints exist but none can be restored, this raises instead of
-    silently starting over (which would let old good checkpoints be rotated out).
+    run. A resume restores straight into the sharded layout, shapes from
+    `jax.eval_shape`: nothing is initialised. If checkpoints exist but none can
+    be restored, this raises instead of silently starting over (which would let
+    old good checkpoints be rotated out).
     """
-    resuming = self.checkpointer.latest_step() is not None
-    state = self.init_state(batch, None if resuming else init_params)
-    if not resuming:
-      return state, 0
-    abstract = jax.tree_util.tree_map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, self.state_shardings)
+    if self.checkpointer.latest_step() is None:
+      return self.init_state(batch, init_params), 0
+    abstract = self.prepare(batch).abstract_state  # shapes from eval_shape: a resume initialises nothing
     restored = self.checkpointer.restore_latest(abstract)
     if restored is None:
       raise ForeignRunDirectoryError(
@@ -418,7 +461,7 @@ class Trainer:
   def restore_best_params(self) -> Any:
     """The parameters with the best `select_metric` so far, placed with the parameter shardings; None if none.
 
-    Call after `fit` or `init_state` (they fix the parameter shapes).
+    Call after `fit`, `init_state` or `prepare` (they fix the parameter shapes).
     """
     if self.best is None:
       return None
@@ -454,18 +497,20 @@ class Trainer:
         stored = self._stored_summary()
         if stored is not None:
           return state, stored
+      offset = start - position  # step = data position + offset
+      feed = prefetch.Prefetcher(self._feed(source, position, end - start, lambda p: self._saves(p + offset)),
+                                 cfg.prefetch)
       try:
         for step in range(start, end):
-          batch = source.batch(position, host, hosts)
-          state, metrics = self.train_step(state, batch)
-          position += 1
-          done = step + 1
+          fed = next(feed)
+          state, metrics = self._dispatch(state, fed.batch)
+          position, done = fed.position + 1, step + 1
           if step == start:
             self._started(progress, done, metrics, t0)
             bar = self._bar(done)
           else:
             progress.examples += source.batch_size
-            progress.tokens += source.tokens_per_batch(batch) * hosts
+            progress.tokens += fed.tokens * hosts
             self._push(progress, done, metrics)
           if done % cfg.log_every == 0 or done == cfg.train_steps:
             self._log_step(progress, bar)
@@ -475,10 +520,11 @@ class Trainer:
             with progress.pause():
               evaluate(progress, done, state.params)
           signum = self._stop_requested(stop, done)
-          if done % cfg.checkpoint_every == 0 or done == cfg.train_steps or signum or self.plateau.stopped:
+          if self._saves(done) or signum or self.plateau.stopped:
             self._flush(progress)
             with progress.pause():
-              self.checkpointer.save(done, state, position, force=True, input_state=self._input_state(source, position),
+              self.checkpointer.save(done, state, position, force=True,
+                                     input_state=self._input_state(source, position, fed, feed),
                                      extra={"plateau": dataclasses.asdict(self.plateau)})
           if self.plateau.stopped:
             break
@@ -486,9 +532,11 @@ class Trainer:
             self.checkpointer.wait()
             raise Preempted(f"stopped by {signal.Signals(signum).name} at step {done} after saving its checkpoint "
                             f"in {self.checkpointer.directory}; re-run the same command to resume", signum)
+        self._flush(progress)
         if evaluating and not (progress.evals and progress.evals[-1]["step"] == done):
           evaluate(progress, done, state.params)
       finally:
+        feed.close()
         if bar is not None:
           bar.close()
         self.checkpointer.wait()
@@ -497,11 +545,29 @@ class Trainer:
 
   # -- loop parts --------------------------------------------------------------
 
+  def _saves(self, step: int) -> bool:
+    """Whether a checkpoint is planned after `step` (stops by signal or plateau come on top)."""
+    return step % self.config.checkpoint_every == 0 or step == self.config.train_steps
+
+  def _feed(self, source, position: int, count: int, saves: Callable[[int], bool]) -> Iterator[_Fed]:
+    """`count` batches from `position` on, placed on the devices (run ahead by the prefetcher). A source that
+    keeps an input state has it taken right after each batch that a planned checkpoint follows."""
+    host, hosts = jax.process_index(), jax.process_count()
+    keeps_state = hasattr(source, "input_state")
+    for p in range(position, position + count):
+      batch = source.batch(p, host, hosts)
+      after = source.input_state(p + 1, host, hosts) if keeps_state and saves(p + 1) else None
+      yield _Fed(p, self.to_global(batch), source.tokens_per_batch(batch), after)
+
   @staticmethod
-  def _input_state(source, position: int) -> Optional[Callable[[], Any]]:
-    """What saves the input's state with a checkpoint, for sources that keep one (`input_state`)."""
+  def _input_state(source, position: int, fed: _Fed, feed: prefetch.Prefetcher) -> Optional[Callable[[], Any]]:
+    """What saves the input's state with a checkpoint, for sources that keep one (`input_state`): the state
+    taken after the batch (planned checkpoints), else (a stop) the source's own, once the feed has stopped."""
     if not hasattr(source, "input_state"):
       return None
+    if fed.input_state is not None:
+      return lambda: fed.input_state
+    feed.close()  # the source is read ahead: it seeks back to `position`
     return functools.partial(source.input_state, position, jax.process_index(), jax.process_count())
 
   def _restore_input(self, source, position: int) -> None:
@@ -563,14 +629,20 @@ class Trainer:
                 desc="train", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
 
   def _push(self, progress: _Progress, done: int, metrics: dict) -> None:
-    """Check the previous step's metrics (read while this step runs); this one waits."""
-    self._flush(progress)
-    progress.pending = (done, metrics)
+    """Keep the step's metrics on the device until the next flush; the host stays at most `IN_FLIGHT` steps
+    ahead of the device (it waits for a step's end, fetching nothing)."""
+    progress.pending.append((done, metrics))
+    if len(progress.pending) > IN_FLIGHT:
+      jax.block_until_ready(progress.pending[-1 - IN_FLIGHT][1]["loss"])
 
   def _flush(self, progress: _Progress) -> None:
-    if progress.pending is not None:
-      progress.history.append(self._check(*progress.pending))
-      progress.pending = None
+    """Fetch the pending steps' metrics (one transfer) and check them in order (NaN stops the run here)."""
+    if progress.pending:
+      fetched = jax.device_get([metrics for _, metrics in progress.pending])
+      steps = [step for step, _ in progress.pending]
+      progress.pending = []
+      for step, metrics in zip(steps, fetched):
+        progress.history.append(self._check(step, metrics))
 
   def _log_step(self, progress: _Progress, bar) -> None:
     self._flush(progress)
@@ -629,6 +701,7 @@ class Trainer:
     return f"; learning rate lowered to {rate:.2e}"
 
   def _check(self, step: int, metrics: dict) -> dict:
+    """The step's metrics as floats (fetched if still on the device); NonFiniteLossError if one is not finite."""
     record = {k: float(val) for k, val in jax.device_get(metrics).items()}
     record["step"] = step
     bad = [k for k in ("loss", "grad_norm", "update_norm") if not math.isfinite(record[k])]
