@@ -41,7 +41,7 @@ def sh(tmp_path):
   def run(script, *args, gcloud="fail", check=True, **env):
     fake = ('echo "FAKE GCLOUD CALLED: $*" >&2; exit 99' if gcloud == "fail" else
             f'n=$(ls {calls} | wc -l); printf "%s\\0" "$@" > {calls}/$(printf %03d "$n");'
-            ' case $* in *describe*) echo 2 ;; esac')
+            ' case $* in *ipAddress*) echo 10.0.0.2 ;; *describe*) echo 2 ;; esac')
     _write_exe(bin_dir / "gcloud", f"#!/usr/bin/env bash\n{fake}\n")
     full_env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
                 "LC_ALL": "C", **ENV, **env}
@@ -66,15 +66,16 @@ def _remote_command(line: str) -> str:
   return argv[argv.index("--command") + 1]
 
 
-def _on_worker(tmp_path, command: str) -> pathlib.Path:
+def _on_worker(tmp_path, command: str, name: str = "worker") -> pathlib.Path:
   """Evaluates `command` as a worker's shell would (waiting for what it detaches); returns the fake home."""
-  home = tmp_path / "worker"
+  home = tmp_path / name
   (home / "xtreme-jax").mkdir(parents=True)
   (home / "venv" / "bin").mkdir(parents=True)
   (home / "stub").mkdir()
   (home / "venv" / "bin" / "activate").write_text(f'PATH="{home}/stub:$PATH"\n')
   _write_exe(home / "stub" / "xtreme-jax", '#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n'
-             'case "$*" in *fail*) exit 3 ;; esac\n')
+             'case "$*" in *fail*) exit 3 ;; esac\n'
+             '[ -z "${JAX_PROCESS_ID-}" ] || echo "process $JAX_PROCESS_ID of $JAX_NUM_PROCESSES @ $JAX_COORDINATOR_ADDRESS"\n')
   subprocess.run(["bash", "-c", command + "\nwait"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
                  check=True, timeout=30)
   return home
@@ -90,11 +91,12 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
       " pip install -q -U pip; pip install -q -e '.[gcs]' 'jax[tpu]' -f"
       " https://storage.googleapis.com/jax-releases/libtpu_releases.html\""]
   assert _lines(sh("launch", "--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='gs://b/runs/x'",
-                   "--dry-run")) == [
+                   "--dry-run", NUM_WORKERS="1")) == [
       SSH + "'" + ENTER + "{ (trap \"\" HUP; xtreme-jax run --gin_file=experiments/xtreme_mbert.gin"
       " \"--gin.RUN_DIR='\\''gs://b/runs/x'\\''\") > ~/xtreme-jax-logs/20250102-030405/run.log 2>&1"
       " < /dev/null & }'"]
-  assert _lines(sh("sweep", "--dry-run", "a.gin", "LR", "1e-5", "('xnli','panx')", RUN_ROOT="gs://b/sw")) == [
+  assert _lines(sh("sweep", "--dry-run", "a.gin", "LR", "1e-5", "('xnli','panx')", RUN_ROOT="gs://b/sw",
+                   NUM_WORKERS="1")) == [
       SSH + "'" + ENTER + "{ (trap \"\" HUP; failed=0; say() { echo \"$(date -u +%FT%TZ) $*\"; };"
       " one() { name=$1; shift; say start \"$name\"; xtreme-jax run \"$@\" >"
       " ~/xtreme-jax-logs/20250102-030405/\"$name\".log 2>&1; rc=$?; if [ $rc -eq 0 ]; then say ok \"$name\";"
@@ -141,23 +143,40 @@ def test_collect_makes_one_new_folder_per_run_and_worker(sh):
     ("sweep", ["a.gin", "LR", "1e-5", "'x y'"], {"RUN_ROOT": "gs://b/sw"}),
     ("collect", ["gs://b/runs/x"], {"NUM_WORKERS": "2"})])
 def test_dry_run_lines_are_the_commands_a_real_run_executes(sh, script, args, env):
-  env = {"NUM_WORKERS": "2", **env}
+  env = {"NUM_WORKERS": "2", "COORDINATOR_IP": "10.0.0.2", **env}
   printed = [shlex.split(line) for line in _lines(sh(script, "--dry-run", *args, **env))]
   sh(script, *args, gcloud="record", **env)
   assert [["gcloud", *call] for call in sh.calls()] == printed
 
 
 def test_launch_passes_every_argument_unchanged(sh, tmp_path):
-  line, = _lines(sh("launch", "--dry-run", *TRICKY))
+  line, = _lines(sh("launch", "--dry-run", *TRICKY, NUM_WORKERS="1"))
   home = _on_worker(tmp_path, _remote_command(line))
   log = home / "xtreme-jax-logs" / "20250102-030405" / "run.log"
   assert log.read_text().splitlines() == ["run", *TRICKY]
 
 
+def test_several_workers_run_as_the_processes_of_one_run(sh, tmp_path):
+  lines = _lines(sh("launch", "--dry-run", "--gin_file=a.gin", NUM_WORKERS="2", COORDINATOR_IP="10.0.0.2"))
+  assert [shlex.split(line)[shlex.split(line).index("--worker") + 1] for line in lines] == ["0", "1"]
+  for i, line in enumerate(lines):
+    home = _on_worker(tmp_path, _remote_command(line), f"worker{i}")
+    assert (home / "xtreme-jax-logs" / "20250102-030405" / "run.log").read_text().splitlines() == [
+        "run", "--gin_file=a.gin", f"process {i} of 2 @ 10.0.0.2:8476"]  # xtreme_jax/training/distributed.py
+  # A real run asks gcloud for the workers and worker 0's address; a dry run needs both given.
+  sh("launch", "--gin_file=a.gin", gcloud="record")
+  calls = sh.calls()
+  assert [c[-1] for c in calls[:2]] == ["value(networkEndpoints.len())", "value(networkEndpoints[0].ipAddress)"]
+  assert [c[c.index("--worker") + 1] for c in calls[2:]] == ["0", "1"]
+  assert "export JAX_COORDINATOR_ADDRESS=10.0.0.2:8476 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=1;" in calls[3][-1]
+  proc = sh("launch", "--dry-run", "--gin_file=a.gin", NUM_WORKERS="2", check=False)
+  assert proc.returncode == 2 and proc.stderr.strip().endswith("set COORDINATOR_IP")
+
+
 def test_sweep_runs_each_value_in_its_own_run_dir_and_records_failures(sh, tmp_path):
   values = ["1e-5", "'/data/a b'", "('xnli','panx')", "{'xnli': ['de']}", "'fail $x *'"]
   proc = sh("sweep", "--dry-run", "experiments/xtreme_mbert.gin", "LR", *values, "--", "--gin.STEPS=3",
-            RUN_ROOT="gs://bucket/sweeps/lr/")
+            RUN_ROOT="gs://bucket/sweeps/lr/", NUM_WORKERS="1")
   line, = _lines(proc)
   assert line.startswith(SSH + "'" + ENTER + "{ (trap \"\" HUP; failed=0; ")
   assert ("; one LR=xnli_panx --gin_file=experiments/xtreme_mbert.gin \"--gin.LR=('\\''xnli'\\'','\\''panx'\\'')\""

@@ -17,6 +17,7 @@ case $DRY_RUN in '' | 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac
 : "${REPO_URL:=}"                       # git URL of this repository (setup.sh)
 : "${REPO_DIR:=~/xtreme-jax}"           # checkout on every worker; a leading ~/ is the worker's home
 : "${STAMP:=$(date +%Y%m%d-%H%M%S)}"    # names the log folder of a launch / sweep (and of a collect)
+: "${COORDINATOR_PORT:=8476}"           # process 0's port for jax.distributed (several workers)
 LOGS='~/xtreme-jax-logs'                # log folder on every worker (~ is the worker's home)
 TPU_FLAGS=(--zone "$ZONE")
 [ -z "$PROJECT" ] || TPU_FLAGS+=(--project "$PROJECT")
@@ -87,9 +88,25 @@ in_repo() {  # in_repo: the worker-shell prefix that enters the checkout and its
   printf 'cd %s && . ~/venv/bin/activate' "$(remote_path "$REPO_DIR")"
 }
 
-run_detached() {  # run_detached LOG COMMANDS: on every worker, COMMANDS in the checkout, detached (SIGHUP ignored)
-  gcloud_ssh all "$(in_repo) && mkdir -p $(remote_path "$LOGS/$STAMP") && \
+detached() {  # detached LOG COMMANDS: the worker-shell line running COMMANDS in the checkout, detached (SIGHUP ignored)
+  printf '%s' "$(in_repo) && mkdir -p $(remote_path "$LOGS/$STAMP") && \
 { (trap \"\" HUP; $2) > $(remote_path "$1") 2>&1 < /dev/null & }"
+}
+
+run_detached() {  # run_detached LOG COMMANDS: on every worker, COMMANDS detached; with several workers each is one
+  # process of a multi-process run, joined as xtreme_jax/training/distributed.py reads it: worker i gets
+  # JAX_COORDINATOR_ADDRESS (worker 0's address), JAX_NUM_PROCESSES (the workers) and JAX_PROCESS_ID=i
+  local n address i
+  n=$(num_workers)
+  if [ "$n" = 1 ]; then
+    gcloud_ssh all "$(detached "$1" "$2")"
+    return
+  fi
+  address="$(coordinator_ip):$COORDINATOR_PORT"
+  for ((i = 0; i < n; i++)); do
+    gcloud_ssh "$i" "$(detached "$1" "export JAX_COORDINATOR_ADDRESS=$address JAX_NUM_PROCESSES=$n \
+JAX_PROCESS_ID=$i; $2")"
+  done
 }
 
 safe_name() {  # safe_name VALUE: VALUE as a file name (each run of other characters -> _, trimmed)
@@ -112,6 +129,17 @@ new_folder() {  # new_folder PATH: the first of PATH, PATH-1, PATH-2, ... that d
   done
   if [ "$DRY_RUN" = 0 ]; then mkdir -p -- "$(dirname -- "$path")" && mkdir -- "$path" || return; fi
   printf '%s' "$path"
+}
+
+coordinator_ip() {  # coordinator_ip: COORDINATOR_IP, else worker 0's internal IP address (asks gcloud)
+  local ip=${COORDINATOR_IP:-}
+  if [ -z "$ip" ]; then
+    [ "$DRY_RUN" = 0 ] || die "a dry run does not ask gcloud for worker 0's address: set COORDINATOR_IP"
+    ip=$(gcloud compute tpus tpu-vm describe "$TPU_NAME" "${TPU_FLAGS[@]}" \
+      --format 'value(networkEndpoints[0].ipAddress)')
+  fi
+  [[ $ip =~ ^[0-9A-Za-z.:-]+$ ]] || die "COORDINATOR_IP must be worker 0's internal address, got '$ip'"
+  printf '%s' "$ip"
 }
 
 num_workers() {  # num_workers: NUM_WORKERS, else the number of workers of the TPU VM (asks gcloud)

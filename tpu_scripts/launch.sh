@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Start one xtreme-jax run on every worker at once, detached (multi-host: each process calls
-# jax.distributed.initialize() itself, detected from TPU_WORKER_HOSTNAMES). The arguments reach
-# `xtreme-jax run` exactly as given here (quoted once for the worker's shell):
+# Start one xtreme-jax run on every worker at once, detached. With several workers, worker i runs it as
+# process i of a multi-process run: JAX_COORDINATOR_ADDRESS=<worker 0's address>:$COORDINATOR_PORT,
+# JAX_NUM_PROCESSES=<workers>, JAX_PROCESS_ID=i (common.sh run_detached; a dry run needs NUM_WORKERS and
+# COORDINATOR_IP, a real one asks gcloud). The arguments reach `xtreme-jax run` exactly as given here (quoted
+# once for the worker's shell):
 #   TPU_NAME=my-tpu bash tpu_scripts/launch.sh [--dry-run] --gin_file=experiments/xtreme_mbert.gin \
 #       --gin.RUN_DIR="'gs://my-bucket/runs/xtreme_mbert'" ...
 # Log: ~/xtreme-jax-logs/$STAMP/run.log on each worker (collect.sh copies them).

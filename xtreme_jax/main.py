@@ -258,7 +258,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "runs/*.gin, as the experiments do") from None
   from xtreme_jax import compilation_cache
   compilation_cache.configure(_bound("xtreme_jax.main.execute.compilation_cache"))
-  from xtreme_jax.training.trainer import initialize_distributed
+  from xtreme_jax.training.distributed import initialize_distributed
   initialize_distributed()
   run_dir = _bound("%RUN_DIR")
   gin.get_configurable(execute)()

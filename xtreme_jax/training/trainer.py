@@ -156,19 +156,6 @@ class TrainerConfig:
       raise errors.ConfigError("TrainerConfig.plateau needs select_metric (the evaluation metric it watches)")
 
 
-def initialize_distributed() -> None:
-  """`jax.distributed.initialize()` when this is one process of several.
-
-  Detected from JAX_COORDINATOR_ADDRESS, a multi-task SLURM job, or a
-  multi-host TPU slice (TPU_WORKER_HOSTNAMES with several hosts).
-  """
-  multi = (os.environ.get("JAX_COORDINATOR_ADDRESS")
-           or int(os.environ.get("SLURM_NTASKS", "1")) > 1
-           or "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""))
-  if multi and not jax.distributed.is_initialized():
-    jax.distributed.initialize()
-
-
 @contextlib.contextmanager
 def stop_signals(install: bool = True):
   """Yields a list that SIGTERM / SIGINT append their number to; the previous handlers come back after.

@@ -1,0 +1,91 @@
+"""Two local processes joined through a local coordinator, launched the documented way (JAX_COORDINATOR_ADDRESS,
+JAX_NUM_PROCESSES, JAX_PROCESS_ID), train as one process over the same devices, checkpoint together and resume
+bit-identically."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from xtreme_jax import errors
+from xtreme_jax.training import distributed
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
+TIMEOUT = 300
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def _clean_env() -> dict:
+  return {k: v for k, v in os.environ.items() if k not in distributed.VARIABLES and not k.startswith("SLURM_")
+          and k != "TPU_WORKER_HOSTNAMES"}
+
+
+def _single(run_dir, steps=6, crash_at=-1) -> dict:
+  """One process over two CPU devices."""
+  out = subprocess.run([sys.executable, WORKER, str(run_dir), str(steps), str(crash_at), "2"], env=_clean_env(),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+  assert out.returncode == 0, out.stderr[-3000:]
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _pair(run_dir, steps=6, crash_at=-1) -> tuple[list[int], str]:
+  """Two processes of one CPU device each: (exit codes, process 0's last output line)."""
+  address = f"127.0.0.1:{_free_port()}"
+  procs = [subprocess.Popen([sys.executable, WORKER, str(run_dir), str(steps), str(crash_at), "1"],
+                            env={**_clean_env(), "JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2",
+                                 "JAX_PROCESS_ID": str(i)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+  outputs = [p.communicate(timeout=TIMEOUT) for p in procs]
+  lines = outputs[0][0].strip().splitlines()
+  return [p.returncode for p in procs], (lines[-1] if lines else outputs[0][1][-3000:])
+
+
+def _losses(run_dir) -> list:
+  """Every step's training loss in metrics.jsonl, which process 0 writes."""
+  with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+    return [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
+
+
+@pytest.mark.slow
+def test_two_processes_train_resume_and_end_like_one(tmp_path):
+  single = _single(tmp_path / "single")
+  # Both processes stop at batch 5 (after the checkpoint of step 4, written together), then resume from it.
+  codes, _ = _pair(tmp_path / "pair", crash_at=5)
+  assert codes != [0, 0] and sorted(os.listdir(tmp_path / "pair" / "checkpoints"), key=int) == ["2", "4"]
+  codes, line = _pair(tmp_path / "pair")
+  assert codes == [0, 0], line
+  pair = json.loads(line)
+  assert (pair["processes"], pair["devices"], single["processes"], single["devices"]) == (2, 2, 1, 2)
+  assert pair["resumed_from_step"] == 4 and pair["losses"] == single["losses"][4:]
+  assert _losses(tmp_path / "pair") == single["losses"] and pair["digest"] == single["digest"]
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"JAX_NUM_PROCESSES": "2"}, r"JAX_NUM_PROCESSES set without JAX_COORDINATOR_ADDRESS, JAX_PROCESS_ID"),
+    ({"JAX_COORDINATOR_ADDRESS": "10.0.0.2:8476", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "2"},
+     r"JAX_PROCESS_ID=2 with JAX_NUM_PROCESSES=2; expected an id in 0..1"),
+    ({"JAX_COORDINATOR_ADDRESS": "10.0.0.2", "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0"},
+     r"JAX_COORDINATOR_ADDRESS='10.0.0.2'; expected host:port"),
+    ({"JAX_COORDINATOR_ADDRESS": "h:1", "JAX_NUM_PROCESSES": "two", "JAX_PROCESS_ID": "0"},
+     r"JAX_NUM_PROCESSES='two'; expected a whole number"),
+])
+def test_a_partial_or_bad_launch_is_one_line(env, message):
+  with pytest.raises(errors.ConfigError, match=message):
+    distributed.initialize_distributed(env)
+
+
+def test_the_three_variables_become_the_initialize_arguments():
+  env = {"JAX_COORDINATOR_ADDRESS": "10.0.0.2:8476", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"}
+  assert distributed._launch(env) == {"coordinator_address": "10.0.0.2:8476", "num_processes": 4, "process_id": 3}
+  assert distributed._launch({}) is None and not distributed._auto_detected({})
+  assert distributed._launch({"JAX_COORDINATOR_ADDRESS": "h:1"}) is None  # JAX finds count and id itself
+  assert distributed._auto_detected({"SLURM_NTASKS": "2"}) and distributed._auto_detected(
+      {"TPU_WORKER_HOSTNAMES": "a,b"}) and not distributed._auto_detected({"TPU_WORKER_HOSTNAMES": "a"})
