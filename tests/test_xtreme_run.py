@@ -108,26 +108,68 @@ def test_quickstart_runs_the_whole_benchmark(quickstart):
 
 
 PIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pins", "xtreme_quickstart.json")
+# BUCC's pairs and scores differ between CPUs: the quickstart mines with a random encoder whose CLS embeddings all
+# have cosine > 0.9999, so every margin score is within 1e-5 of 1 and a 1-ulp change of an embedding (another CPU's
+# XLA code) reorders pairs around the dev-tuned threshold (de F1 27.3 where the pin was first made, 25.0 on AMD EPYC,
+# 9.1 to 26.1 there when 2% of the embeddings' floats move by 1 ulp). The pin holds BUCC's files, languages and
+# fields, not its numbers; `_check_bucc` checks those numbers against the pairs instead.
+VARIES_BY_CPU = "bucc2018"
+UNPINNED = "varies by CPU"
 
 
 def _pinned(run_dir, capsys) -> dict:
-  """What the pin holds of a quickstart run: a digest of every submission file, scores.json, the score table."""
+  """What the pin holds of a quickstart run: a digest of every submission file, scores.json, the score table;
+  the numbers of VARIES_BY_CPU replaced by UNPINNED (its table cells by `#`)."""
   import hashlib
+  import re
   root = run_dir / "submission"
-  files = {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-           for p in sorted(root.rglob("*")) if p.is_file()}
+  files = {str(p.relative_to(root)): UNPINNED if p.parent.name == VARIES_BY_CPU else
+           hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
   capsys.readouterr()
   assert cli.main(["score", "--predictions", str(root), "--labels", paths.sample_xtreme_labels_dir(),
                    "--out", str(run_dir / "pin-scores.json")]) == 0
   table = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(("wrote ", "scoring "))]
-  return {"submission": files, "scores": json.loads((run_dir / "scores.json").read_text()), "score_table": table}
+  _check_bucc(run_dir, table)
+  table = [re.sub(r" *\d+\.\d", lambda m: "#".rjust(len(m.group())), line) if line.startswith(VARIES_BY_CPU + " ")
+           else line for line in table]
+  scores = json.loads((run_dir / "scores.json").read_text())
+  varies = scores["tasks"][VARIES_BY_CPU]
+  varies["score"] = UNPINNED
+  for result in [varies["average"], *varies["languages"].values()]:
+    result.update({metric: UNPINNED for metric in ("f1", "precision", "recall")})
+  return {"submission": files, "scores": scores, "score_table": table}
+
+
+def _check_bucc(run_dir, table):
+  """What holds of the quickstart's BUCC outputs on every CPU: one-to-one pairs of the test data's ids, scored as
+  scores.json says (`metrics.bucc_f1` against the labels), averaged, and shown in the score table."""
+  from xtreme_jax.evaluation import metrics
+  bucc = json.loads((run_dir / "scores.json").read_text())["tasks"]["bucc2018"]
+  for lg, result in bucc["languages"].items():
+    data = xtreme_readers.read("bucc2018", SAMPLE, lg, "test")
+    pairs = [tuple(line.split("\t")) for line in
+             (run_dir / "submission" / "bucc2018" / f"test-{lg}.tsv").read_text().splitlines()]
+    sources, targets = zip(*pairs) if pairs else ((), ())
+    assert len(set(sources)) == len(sources) and len(set(targets)) == len(targets), lg
+    assert set(sources) <= {i for i, _ in data["source"]} and set(targets) <= {i for i, _ in data["target"]}, lg
+    with open(os.path.join(paths.sample_xtreme_labels_dir(), "bucc2018", f"test-{lg}.tsv"), encoding="utf-8") as f:
+      gold = [line.split("\t") for line in f.read().splitlines()]
+    assert result == {**metrics.bucc_f1(pairs, gold), "invalid": 0}, lg
+  languages = bucc["languages"].values()
+  assert bucc["average"] == pytest.approx({m: sum(r[m] for r in languages) / len(languages) for m in bucc["average"]})
+  assert bucc["score"] == pytest.approx(bucc["average"]["f1"])
+  row = next(line.split() for line in table if line.startswith("bucc2018 "))
+  cells = dict(zip(table[0].split()[1:], row[1:]))  # language -> cell, then "avg"
+  assert cells == {**{lg: f"{bucc['languages'][lg]['f1']:.1f}" if lg in bucc["languages"] else "-"
+                      for lg in list(cells)[:-1]}, "avg": f"{bucc['score']:.1f}"}
 
 
 @pytest.mark.slow
 def test_quickstart_outputs_are_pinned(quickstart, capsys):
   """Predictions, scores and `xtreme-jax score` output of the quickstart, pinned before the task-registry move
-  (tests/pins/xtreme_quickstart.json). A change that alters them on purpose regenerates the pin with
-  XTREME_JAX_UPDATE_PINS=1 and says why in its commit."""
+  (tests/pins/xtreme_quickstart.json), exactly wherever they are exact on every CPU (BUCC's are not: see
+  VARIES_BY_CPU). A change that alters them on purpose regenerates the pin with XTREME_JAX_UPDATE_PINS=1 and says
+  why in its commit."""
   got = _pinned(quickstart[0], capsys)
   if os.environ.get("XTREME_JAX_UPDATE_PINS") == "1":
     os.makedirs(os.path.dirname(PIN), exist_ok=True)
