@@ -424,7 +424,8 @@ def _listing(groups: list[tuple[str, list[str]]]) -> str:
 
 
 def load(src: str, *, scan_layers: bool = False, dtype: str = "float32") -> tuple[TransformerConfig, dict]:
-  """(config, params) for an HF checkpoint directory or hub id; params are float32 numpy."""
+  """(config, params) for an HF checkpoint directory or hub id; params are float32 numpy, whatever the checkpoint
+  stores; `dtype` names the config's precision policy (`networks/precision.py`)."""
   config, params, _ = load_with_report(src, scan_layers=scan_layers, dtype=dtype)
   return config, params
 

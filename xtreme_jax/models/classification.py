@@ -30,9 +30,10 @@ from xtreme_jax.networks.encoder import TransformerEncoder
 HEADS = ("pooler", "roberta")
 
 
-def dense(features: int, name: str) -> nn.Dense:
-  """A task-head projection with logically named axes (`embed` -> `classes`)."""
-  return nn.Dense(features, name=name,
+def dense(cfg: TransformerConfig, features: int, name: str) -> nn.Dense:
+  """A task-head projection with logically named axes (`embed` -> `classes`), computing in the precision policy's
+  output dtype (float32: `precision.Precision`)."""
+  return nn.Dense(features, name=name, dtype=cfg.precision.output_dtype, param_dtype=cfg.precision.param_dtype,
                   kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), ("embed", "classes")),
                   bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("classes",)))
 
@@ -45,9 +46,9 @@ def _head_logits(cfg: TransformerConfig, out, num_classes: int, head: str, deter
   if head == "pooler":
     x = drop(out.pooled)
   else:
-    x = jnp.tanh(dense(cfg.hidden_size, f"{prefix}dense")(drop(out.sequence[:, 0])))
+    x = jnp.tanh(dense(cfg, cfg.hidden_size, f"{prefix}dense")(drop(out.sequence[:, 0])))
     x = drop(x)
-  return dense(num_classes, f"{prefix}classifier")(x).astype(jnp.float32)
+  return dense(cfg, num_classes, f"{prefix}classifier")(x)
 
 
 def _encode(cfg: TransformerConfig, batch: dict, deterministic: bool):

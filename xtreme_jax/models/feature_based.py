@@ -30,28 +30,32 @@ from xtreme_jax.networks.encoder import TransformerEncoder
 
 
 class ScalarMix(nn.Module):
-  """`gamma * sum_j softmax(w)_j * layers[j]` over the leading axis of `layers` (ELMo's scalar mix)."""
+  """`gamma * sum_j softmax(w)_j * layers[j]` over the leading axis of `layers` (ELMo's scalar mix), in float32
+  (`precision.Precision.statistics_dtype`: a softmax and a sum over the layers)."""
 
   @nn.compact
   def __call__(self, layers: jax.Array) -> jax.Array:
-    w = self.param("weights", nn.initializers.zeros, (layers.shape[0],))
-    gamma = self.param("gamma", nn.initializers.ones, ())
+    w = self.param("weights", nn.initializers.zeros, (layers.shape[0],), jnp.float32)
+    gamma = self.param("gamma", nn.initializers.ones, (), jnp.float32)
+    layers = layers.astype(jnp.float32)
     return gamma * jnp.einsum("l,l...->...", jax.nn.softmax(w), layers)
 
 
 def mixed_lstm_states(config: TransformerConfig, batch: dict, hidden: int, lstm_layers: int,
                       deterministic: bool) -> jax.Array:
   """(B, L, 2 * hidden) BiLSTM states over the fixed encoder's mixed layers. Call inside a compact module:
-  its submodules (`backbone`, `scalar_mix`, `bilstm_{i}_forward` / `_backward`) are the caller's."""
+  its submodules (`backbone`, `scalar_mix`, `bilstm_{i}_forward` / `_backward`) are the caller's. Like every
+  task head, the BiLSTM computes in the precision policy's output dtype (float32)."""
   out = TransformerEncoder(config, True, name="backbone")(
       batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), return_all=True)
-  layers = jax.lax.stop_gradient(jnp.concatenate([out.embeddings[None], out.all_layers]).astype(jnp.float32))
-  x = ScalarMix(name="scalar_mix")(layers)
+  x = ScalarMix(name="scalar_mix")(jax.lax.stop_gradient(jnp.concatenate([out.embeddings[None], out.all_layers])))
   lengths = jnp.sum(batch["input_mask"], axis=-1).astype(jnp.int32)
+  p = config.precision
   for i in range(lstm_layers):
     # The cells carry the names: their parameters live in this scope (`bilstm_{i}_forward` / `_backward`).
-    x = nn.Bidirectional(nn.RNN(nn.OptimizedLSTMCell(hidden, name=f"bilstm_{i}_forward")),
-                         nn.RNN(nn.OptimizedLSTMCell(hidden, name=f"bilstm_{i}_backward")))(x, seq_lengths=lengths)
+    forward, backward = (nn.RNN(nn.OptimizedLSTMCell(hidden, dtype=p.output_dtype, param_dtype=p.param_dtype,
+                                                     name=f"bilstm_{i}_{d}")) for d in ("forward", "backward"))
+    x = nn.Bidirectional(forward, backward)(x, seq_lengths=lengths)
     x = nn.Dropout(config.dropout_rate)(x, deterministic=deterministic)
   return x
 
@@ -69,7 +73,7 @@ class FeatureBasedNetwork(nn.Module):
     x = mixed_lstm_states(self.config, batch, self.hidden, self.lstm_layers, self.deterministic)
     if self.pooled:
       x = jnp.max(jnp.where(batch["input_mask"].astype(bool)[..., None], x, -jnp.inf), axis=1)
-    return dense(self.num_outputs, "classifier")(x).astype(jnp.float32)
+    return dense(self.config, self.num_outputs, "classifier")(x)
 
 
 @dataclasses.dataclass(frozen=True)

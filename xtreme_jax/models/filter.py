@@ -179,7 +179,7 @@ class _Tagger(_PairNetwork):
     _, out = self.encode(batch)
     states = jnp.concatenate([out.source, out.target], axis=1)
     x = nn.Dropout(self.config.dropout_rate)(states, deterministic=self.deterministic)
-    logits = dense(self.num_labels, "classifier")(x).astype(jnp.float32)
+    logits = dense(self.config, self.num_labels, "classifier")(x)
     n = batch["source_input_ids"].shape[1]
     return {"source": logits[:, :n], "target": logits[:, n:]}
 
@@ -212,7 +212,7 @@ class _Spans(_PairNetwork):
   @nn.compact
   def __call__(self, batch: dict) -> dict:
     _, out = self.encode(batch)
-    logits = dense(2, "qa_outputs")(jnp.concatenate([out.source, out.target], axis=1)).astype(jnp.float32)
+    logits = dense(self.config, 2, "qa_outputs")(jnp.concatenate([out.source, out.target], axis=1))
     n = batch["source_input_ids"].shape[1]
     return {"source_start_logits": logits[:, :n, 0], "source_end_logits": logits[:, :n, 1],
             "start_logits": logits[:, n:, 0], "end_logits": logits[:, n:, 1]}

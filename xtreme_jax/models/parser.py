@@ -42,9 +42,10 @@ from xtreme_jax.networks.encoder import TransformerEncoder
 NEG = -1e9
 
 
-def _mlp(features: int, rate: float, deterministic: bool, name: str):
-  dense = nn.Dense(features, name=name, kernel_init=nn.with_logical_partitioning(
-      nn.initializers.xavier_uniform(), ("embed", "mlp")))
+def _mlp(config: TransformerConfig, features: int, rate: float, deterministic: bool, name: str):
+  p = config.precision
+  dense = nn.Dense(features, name=name, dtype=p.output_dtype, param_dtype=p.param_dtype,
+                   kernel_init=nn.with_logical_partitioning(nn.initializers.xavier_uniform(), ("embed", "mlp")))
   return lambda x: nn.Dropout(rate)(nn.leaky_relu(dense(x), 0.1), deterministic=deterministic)
 
 
@@ -61,18 +62,23 @@ class BiaffineParserNetwork(nn.Module):
 
   @nn.compact
   def __call__(self, batch: dict) -> dict:
+    """Arc and relation scores; like every task head, the scorers compute in the precision policy's output dtype
+    (float32; their parameters are float32)."""
+    p = self.config.precision
     if self.lstm_hidden is not None:
       seq = mixed_lstm_states(self.config, batch, self.lstm_hidden, 2, self.deterministic)
     else:
-      seq = TransformerEncoder(self.config, self.deterministic, name="backbone")(
-          batch["input_ids"], batch["input_mask"], batch.get("token_type_ids")).sequence.astype(jnp.float32)
+      seq = p.output(TransformerEncoder(self.config, self.deterministic, name="backbone")(
+          batch["input_ids"], batch["input_mask"], batch.get("token_type_ids")).sequence)
     words = jnp.take_along_axis(seq, batch["word_starts"][..., None].astype(jnp.int32), axis=1)
     states = jnp.concatenate([seq[:, :1], words], axis=1)  # slot 0: [CLS] as the root
     if self.num_upos is not None:
       tags = jnp.concatenate([jnp.full_like(batch["upos"][:, :1], self.num_upos), batch["upos"]], axis=1)
-      states = jnp.concatenate([states, nn.Embed(self.num_upos + 1, self.tag_dim, name="upos_embedding")(tags)], -1)
+      upos = nn.Embed(self.num_upos + 1, self.tag_dim, dtype=p.output_dtype, param_dtype=p.param_dtype,
+                      name="upos_embedding")
+      states = jnp.concatenate([states, upos(tags)], -1)
     states = nn.Dropout(self.config.dropout_rate)(states, deterministic=self.deterministic)
-    mlp = lambda dim, name: _mlp(dim, self.mlp_dropout, self.deterministic, name)(states)  # noqa: E731
+    mlp = lambda dim, name: _mlp(self.config, dim, self.mlp_dropout, self.deterministic, name)(states)  # noqa: E731
     arc_dep, arc_head = mlp(self.arc_dim, "arc_dep"), mlp(self.arc_dim, "arc_head")
     rel_dep, rel_head = mlp(self.rel_dim, "rel_dep"), mlp(self.rel_dim, "rel_head")
     u = self.param("arc_bilinear", nn.initializers.zeros, (self.arc_dim, self.arc_dim))

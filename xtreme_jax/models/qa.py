@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 
 import flax.linen as nn
-import jax.numpy as jnp
 
 from xtreme_jax.models.base import Model, masked_cross_entropy
 from xtreme_jax.models.classification import dense
@@ -26,7 +25,7 @@ class SpanNetwork(nn.Module):
   def __call__(self, batch: dict) -> dict:
     out = TransformerEncoder(self.config, self.deterministic, name="backbone")(
         batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
-    logits = dense(2, "qa_outputs")(out.sequence).astype(jnp.float32)
+    logits = dense(self.config, 2, "qa_outputs")(out.sequence)
     return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 
 

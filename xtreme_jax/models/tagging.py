@@ -28,7 +28,7 @@ class TaggerNetwork(nn.Module):
     out = TransformerEncoder(self.config, self.deterministic, name="backbone")(
         batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
     x = nn.Dropout(self.config.dropout_rate)(out.sequence, deterministic=self.deterministic)
-    return dense(self.num_labels, "classifier")(x).astype(jnp.float32)
+    return dense(self.config, self.num_labels, "classifier")(x)
 
 
 @dataclasses.dataclass(frozen=True)

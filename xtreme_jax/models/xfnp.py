@@ -57,7 +57,7 @@ class XfnpNetwork(nn.Module):
     self.backbone = Seq2SeqNetwork(self.config, self.seq2seq, self.deterministic)
     self.stream_embeddings = self.param(
         "stream_embeddings", nn.with_logical_partitioning(nn.initializers.normal(0.02), (None, "embed")),
-        (self.ngram, self.config.hidden_size), jnp.float32)
+        (self.ngram, self.config.hidden_size), self.config.precision.param_dtype)
 
   def __call__(self, batch: dict) -> Array:
     net, n = self.backbone, self.ngram

@@ -6,9 +6,8 @@ import dataclasses
 import json
 from typing import Any
 
-import jax.numpy as jnp
-
 from xtreme_jax import errors
+from xtreme_jax.networks import precision as precision_lib
 
 POSITION_STYLES = ("absolute", "roberta")
 # `layers.dot_product_attention`: auto (cudnn on a GPU in bfloat16, else reference), the reference einsum + softmax
@@ -22,8 +21,10 @@ class TransformerConfig:
 
   `position_style='absolute'` numbers positions 0..L-1 (BERT);
   `'roberta'` numbers non-pad tokens from `pad_token_id + 1` and gives pads
-  `pad_token_id` (XLM-R / RoBERTa). Parameters are always float32; `dtype`
-  is the compute dtype. `num_languages > 0` adds XLM-style language
+  `pad_token_id` (XLM-R / RoBERTa). `dtype` names the mixed-precision policy
+  (`precision.POLICIES`: 'float32' or 'bfloat16', the compute dtype; parameters,
+  statistics and losses are float32 in both), exposed as `precision`.
+  `num_languages > 0` adds XLM-style language
   embeddings (one vector per language id, summed with the word / position /
   token-type embeddings); every input then needs per-token language ids.
   Off (0) by default, as in mBERT, XLM-R and VECO.
@@ -62,16 +63,19 @@ class TransformerConfig:
     if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
       raise errors.ConfigError(f"attention_implementation={self.attention_implementation!r}; expected one of "
                                f"{ATTENTION_IMPLEMENTATIONS}")
-    if self.dtype not in ("float32", "bfloat16"):
-      raise errors.ConfigError(f"dtype={self.dtype!r}; expected 'float32' or 'bfloat16'")
+    precision_lib.get(self.dtype)
 
   @property
   def head_dim(self) -> int:
     return self.hidden_size // self.num_heads
 
   @property
+  def precision(self) -> precision_lib.Precision:
+    return precision_lib.get(self.dtype)
+
+  @property
   def compute_dtype(self) -> Any:
-    return jnp.dtype(self.dtype)
+    return self.precision.compute_dtype
 
   def replace(self, **changes) -> "TransformerConfig":
     return dataclasses.replace(self, **changes)

@@ -95,7 +95,7 @@ class Seq2SeqNetwork(nn.Module):
                              self.deterministic, self.decode)
     if not self.seq2seq.tie_output:
       self.output_projection = nn.Dense(
-          cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype,
+          cfg.vocab_size, use_bias=False, dtype=cfg.compute_dtype, param_dtype=cfg.precision.param_dtype,
           kernel_init=nn.with_logical_partitioning(nn.initializers.normal(0.02), ("embed", "vocab")))
 
   def encode(self, input_ids: Array, input_mask: Array, packing: Packing | None = None) -> Array:
@@ -135,7 +135,7 @@ class Seq2SeqNetwork(nn.Module):
   def output_logits(self, x: Array) -> Array:
     """Float32 vocabulary logits of decoder states: tied to the word embeddings or `output_projection`."""
     logits = self.embeddings.attend(x) if self.seq2seq.tie_output else self.output_projection(x)
-    return nn.with_logical_constraint(logits.astype(jnp.float32), ("batch", "length", "vocab"))
+    return nn.with_logical_constraint(self.config.precision.output(logits), ("batch", "length", "vocab"))
 
   def __call__(self, input_ids: Array, input_mask: Array, decoder_input_ids: Array, decoder_mask: Array,
                packing: Packing | None = None) -> Array:
