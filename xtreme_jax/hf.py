@@ -477,19 +477,27 @@ def save_imported(out_dir: str, config: TransformerConfig, params: dict) -> None
   _write_directory(out_dir, write)
 
 
-def load_imported(path: str) -> tuple[TransformerConfig, dict]:
-  """(config, params) written by `save_imported`; params are numpy float32."""
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  path = fs.abspath(path)
-  config_path = os.path.join(path, "config.json")
-  what = "an `xtreme-jax import-hf` / `export-encoder` / `export-veco` / `export-seq2seq` output (config.json + params)"
-  config_dict = read_json(config_path, what)
+IMPORTED = "an `xtreme-jax import-hf` / `export-encoder` / `export-veco` / `export-seq2seq` output (config.json + params)"
+
+
+def imported_config(path: str) -> TransformerConfig:
+  """The config of a `save_imported` folder (its config.json alone: no parameter is read)."""
+  config_path = os.path.join(fs.abspath(path), "config.json")
+  config_dict = read_json(config_path, IMPORTED)
   try:
-    config = TransformerConfig.from_dict(config_dict)
+    return TransformerConfig.from_dict(config_dict)
   except errors.UserError as e:
     raise type(e)(f"{config_path}: {e}") from e
   except (TypeError, ValueError) as e:
     raise errors.DataError(f"{config_path}: {e}") from e
+
+
+def load_imported(path: str) -> tuple[TransformerConfig, dict]:
+  """(config, params) written by `save_imported`; params are numpy float32."""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  path = fs.abspath(path)
+  what = IMPORTED
+  config = imported_config(path)
   if not fs.isdir(os.path.join(path, "params")):
     raise errors.MissingInputError(f"{os.path.join(path, 'params')} does not exist; expected {what}")
   with ocp.StandardCheckpointer() as ckptr:

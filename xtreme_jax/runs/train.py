@@ -80,19 +80,24 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig,
                       transform: Optional[Callable[[dict], dict]] = None):
   """`init_params` for the Trainer that loads an imported checkpoint's backbone (None: fresh init).
 
+  The checkpoint's config is checked here; its parameters are read only when
+  the Trainer calls the loader, i.e. for a fresh run (a resume reads none).
   `transform` maps the imported parameters to the model's backbone tree first
   (e.g. `veco_assembly.seq2seq_backbone` for an encoder-decoder).
   """
   if not init_checkpoint:
     return None
-  pre_config, pre_params = hf.load_imported(init_checkpoint)
+  pre_config = hf.imported_config(init_checkpoint)
   for field in ("vocab_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
     if getattr(pre_config, field) != getattr(config, field):
       raise errors.ConfigError(f"{init_checkpoint}: {field}={getattr(pre_config, field)} but the model preset has "
                                f"{getattr(config, field)}; use the preset that matches the checkpoint")
-  if transform is not None:
-    pre_params = transform(pre_params)
-  return lambda params: load_backbone(params, pre_params, config)
+
+  def load(params):
+    _, pre_params = hf.load_imported(init_checkpoint)
+    return load_backbone(params, transform(pre_params) if transform is not None else pre_params, config)
+
+  return load
 
 
 def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimizer: OptimizerConfig,

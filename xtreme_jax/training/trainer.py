@@ -287,7 +287,7 @@ def _programs(model: Model, optimizer: OptimizerConfig, accum_steps: int, mesh, 
       tx=tx, param_specs=param_specs, state_specs=state_specs, state_shardings=state_shardings,
       abstract_state=abstract_state,
       init_params=jax.jit(init_params, out_shardings=state_shardings.params),
-      start_state=jax.jit(start_state, in_shardings=(state_shardings.params, None), out_shardings=state_shardings),
+      start_state=jax.jit(start_state, out_shardings=state_shardings),
       train_step=jax.jit(step, in_shardings=(state_shardings, data_sharding, None),
                          out_shardings=(state_shardings, None), donate_argnums=(0,)),
       eval_step=jax.jit(functools.partial(eval_step, model=model),
@@ -370,8 +370,9 @@ class Trainer:
     rng = jax.random.PRNGKey(self.config.seed)
     with self.sharding_context():
       params = programs.init_params(rng, batch)
-      if init_params is not None:
-        params = jax.device_put(init_params(params), partitioning.to_shardings(self.param_specs, self.mesh))
+    if init_params is not None:  # outside the mesh context: a loader may read a checkpoint (orbax)
+      params = jax.device_put(init_params(params), partitioning.to_shardings(self.param_specs, self.mesh))
+    with self.sharding_context():
       return programs.start_state(params, rng)
 
   def place_params(self, params: Any) -> Any:
