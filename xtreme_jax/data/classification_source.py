@@ -45,6 +45,7 @@ class TsvClassificationSource(IndexedSource):
   label_column: int = 2
 
   weight_keys = ("example_weights",)
+  example_rng = False
 
   @functools.cached_property
   def vocab(self):
@@ -76,7 +77,7 @@ class TsvClassificationSource(IndexedSource):
   def num_examples(self) -> int:
     return len(self.rows)
 
-  def example(self, index: int, rng: np.random.Generator) -> dict:
+  def example(self, index: int, rng: np.random.Generator | None) -> dict:
     del rng
     texts, label = self.rows[index]
     return {**encode_pair(self.vocab, texts, self.seq_len), "labels": np.asarray(label, np.int32),

@@ -2,8 +2,8 @@
 
 Every line of every file is tokenized; the token stream of each file is cut
 into chunks of `seq_len - 2` tokens wrapped in the vocabulary's start / end
-tokens (XLM-R's "full sentences" packing). Masks are drawn per example from
-the source's deterministic RNG (see `sources.IndexedSource`).
+tokens (XLM-R's "full sentences" packing). A batch is masked at once
+(`masking.mask_batch`) from one generator per batch (see `sources.IndexedSource`).
 
 Everything is held in memory: this is for samples and small corpora; the
 seqio pretraining tasks read large corpora.
@@ -98,9 +98,9 @@ class MlmTextSource(IndexedSource):
 
   weight_keys = ("masked_weights",)
 
-  def example(self, index: int, rng: np.random.Generator) -> dict:
-    ids = self.chunks[index]
-    out = self.masker(ids, rng, self.mask_prob, self.max_predictions)
+  def examples(self, indices: list[int], rows: range, seed: tuple, row_seeds: list[tuple]) -> dict:
+    ids = self.chunks[indices]
+    out = self.masker(ids, np.random.default_rng(seed), self.mask_prob, self.max_predictions, rows, self.batch_size)
     out["input_mask"] = (ids != self.vocab.pad_id).astype(np.int32)
     out["token_type_ids"] = np.zeros_like(ids)
     return out

@@ -25,12 +25,14 @@ Sampling (METHODS.md, VECO): batch `p` is monolingual when p is even and
 bilingual when p is odd (if only one kind of corpus is given every batch is
 of that kind). Each row draws its language (pair) with probability
 proportional to n^alpha (n = number of pairs of that language (pair)) and
-then a pair uniformly (with replacement) from rng(seed, p, row), so batch
-`p` is a pure function of (seed, p) and every host builds only its rows.
-Monolingual pairs are flipped, (x, y) -> (y, x), with probability
-`flip_prob`. BERT 80/10/10 masking picks `mono_mask_prob` (15%) of the
-maskable tokens of monolingual input and `bi_mask_prob` (25%) of bilingual
-input; special tokens and padding are never picked.
+then a pair uniformly (with replacement). Monolingual pairs are flipped,
+(x, y) -> (y, x), with probability `flip_prob`. BERT 80/10/10 masking
+(`masking.mask_batch`) picks `mono_mask_prob` (15%) of the maskable tokens of
+monolingual input and `bi_mask_prob` (25%) of bilingual input; special tokens
+and padding are never picked. All of it is drawn from one generator per
+batch, rng(seed, p), for the whole global batch, so batch `p` is a pure
+function of (seed, p) and every host builds only its rows (those rows of the
+single-host batch).
 
 Features of a row (fixed shapes; S = segment_len + 2, T = 2 * segment_len + 4,
 M = max_predictions_for(S, max mask prob), MT = the same for T):
@@ -57,9 +59,11 @@ special tokens included) and y's on the second part (XLM language
 embeddings), 0 on padding. TLM is a bilingual objective: in monolingual rows
 the TLM features are filled but `tlm_masked_weights` is all zero.
 
-The features are built by `PairFeatures.pair_features`, shared with the
-streaming source `xtreme_jax.data.pretraining_streams.SeqioPairSource` (seqio
-tasks, TFDS corpora; memory bounded), which gives the same feature dict.
+The features are built by `PairFeatures.pair_batch` (`pair_features`: one
+row), shared with the streaming source
+`xtreme_jax.data.pretraining_streams.SeqioPairSource` (seqio tasks, TFDS
+corpora; memory bounded; a generator per row), which gives the same feature
+dict.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -76,7 +81,7 @@ import numpy as np
 
 from xtreme_jax import errors, text
 from xtreme_jax.data import masking, paths
-from xtreme_jax.data.sources import IndexedSource, stack
+from xtreme_jax.data.sources import IndexedSource
 
 VECO_ALPHA = 0.5
 UNICODER_ALPHA = 0.3
@@ -364,51 +369,61 @@ class PairFeatures:
   def tlm_max_predictions(self) -> int:
     return masking.max_predictions_for(self.tlm_len, max(self.mono_mask_prob, self.bi_mask_prob))
 
-  def _mask(self, ids: np.ndarray, rng, prob: float, max_predictions: int) -> dict:
-    return self.masker(ids, rng, prob, max_predictions)
+  def _pad(self, rows: Sequence[Sequence[int]], length: int, value: int) -> np.ndarray:
+    lengths = np.asarray([len(ids) for ids in rows])
+    out = np.full((len(rows), length), value, np.int32)
+    out[np.arange(length) < lengths[:, None]] = np.fromiter(itertools.chain.from_iterable(rows), np.int32,
+                                                            int(lengths.sum()))
+    return out
 
-  def _pad(self, ids: Sequence[int], length: int) -> np.ndarray:
-    out = np.full(length, self.vocab.pad_id, np.int32)
-    out[:len(ids)] = ids
+  def pair_batch(self, xs: Sequence[Sequence[int]], ys: Sequence[Sequence[int]], x_language_ids, y_language_ids,
+                 bilingual, rng: np.random.Generator, rows: range | None = None,
+                 batch_size: int | None = None) -> dict:
+    """The features of the pairs (xs[i], ys[i]): x then y masked, then the TLM input.
+
+    `bilingual` is a bool or one per pair. The masks come from `rng`, drawn for
+    rows `rows` of a batch of `batch_size` (`masking.mask_batch`).
+    """
+    v = self.vocab
+    bilingual = np.broadcast_to(np.asarray(bilingual, bool), (len(xs),))
+    x_language_ids, y_language_ids = (np.asarray(l, np.int32) for l in (x_language_ids, y_language_ids))
+    prob = np.where(bilingual, self.bi_mask_prob, self.mono_mask_prob)
+    out = {}
+    for name, seqs in (("x", xs), ("y", ys)):
+      m = self.masker(self._pad([[v.cls_id, *ids, v.sep_id] for ids in seqs], self.seq_len, v.pad_id), rng, prob,
+                      self.max_predictions, rows, batch_size)
+      out[f"{name}_input_ids"] = m["input_ids"]
+      out[f"{name}_input_mask"] = (np.arange(self.seq_len) < np.asarray([len(ids) + 2 for ids in seqs])[:, None]
+                                   ).astype(np.int32)
+      out[f"{name}_token_type_ids"] = np.zeros((len(xs), self.seq_len), np.int32)
+      for k in ("masked_positions", "masked_ids", "masked_weights"):
+        out[f"{name}_{k}"] = m[k]
+    out["x_language_id"] = x_language_ids
+    out["y_language_id"] = y_language_ids
+    out["is_bilingual"] = bilingual.astype(np.int32)
+    # TLM: the vocabulary's pair layout; positions (from each segment's start) restart at the second part.
+    ids, types = zip(*(v.build_inputs(list(x), list(y)) for x, y in zip(xs, ys)))
+    first = np.asarray([len(x) + 2 for x in xs])[:, None]
+    end = np.asarray([len(i) for i in ids])[:, None]
+    col = np.arange(self.tlm_len)
+    in_x, in_y = col < first, (col >= first) & (col < end)
+    m = self.masker(self._pad(ids, self.tlm_len, v.pad_id), rng, self.bi_mask_prob, self.tlm_max_predictions,
+                    rows, batch_size)
+    out["tlm_input_ids"] = m["input_ids"]
+    out["tlm_input_mask"] = (col < end).astype(np.int32)
+    out["tlm_token_type_ids"] = self._pad(types, self.tlm_len, 0)
+    out["tlm_positions"] = np.where(in_x, col, np.where(in_y, col - first, 0)).astype(np.int32)
+    out["tlm_language_ids"] = np.where(in_x, x_language_ids[:, None], np.where(in_y, y_language_ids[:, None], 0)
+                                       ).astype(np.int32)
+    out["tlm_masked_positions"] = m["masked_positions"]
+    out["tlm_masked_ids"] = m["masked_ids"]
+    out["tlm_masked_weights"] = m["masked_weights"] * bilingual[:, None]
     return out
 
   def pair_features(self, x: Sequence[int], y: Sequence[int], x_language_id: int, y_language_id: int,
                     bilingual: bool, rng: np.random.Generator) -> dict:
-    """The feature dict of one row: x then y masked, then the TLM input (randomness from `rng`)."""
-    v = self.vocab
-    prob = self.bi_mask_prob if bilingual else self.mono_mask_prob
-    out = {}
-    for name, ids in (("x", x), ("y", y)):
-      seq = self._pad([v.cls_id, *ids, v.sep_id], self.seq_len)
-      m = self._mask(seq, rng, prob, self.max_predictions)
-      out[f"{name}_input_ids"] = m["input_ids"]
-      out[f"{name}_input_mask"] = (np.arange(self.seq_len) < len(ids) + 2).astype(np.int32)
-      out[f"{name}_token_type_ids"] = np.zeros(self.seq_len, np.int32)
-      for k in ("masked_positions", "masked_ids", "masked_weights"):
-        out[f"{name}_{k}"] = m[k]
-    out["x_language_id"] = np.int32(x_language_id)
-    out["y_language_id"] = np.int32(y_language_id)
-    out["is_bilingual"] = np.int32(bilingual)
-    # TLM: the vocabulary's pair layout; positions (from each segment's start) restart at the second part.
-    ids, types = v.build_inputs(list(x), list(y))
-    first = len(x) + 2
-    positions = np.zeros(self.tlm_len, np.int32)
-    positions[:first] = np.arange(first)
-    positions[first:len(ids)] = np.arange(len(ids) - first)
-    languages = np.zeros(self.tlm_len, np.int32)
-    languages[:first] = x_language_id
-    languages[first:len(ids)] = y_language_id
-    seq = self._pad(ids, self.tlm_len)
-    m = self._mask(seq, rng, self.bi_mask_prob, self.tlm_max_predictions)
-    out["tlm_input_ids"] = m["input_ids"]
-    out["tlm_input_mask"] = (np.arange(self.tlm_len) < len(ids)).astype(np.int32)
-    out["tlm_token_type_ids"] = np.pad(np.asarray(types, np.int32), (0, self.tlm_len - len(types)))
-    out["tlm_positions"] = positions
-    out["tlm_language_ids"] = languages
-    out["tlm_masked_positions"] = m["masked_positions"]
-    out["tlm_masked_ids"] = m["masked_ids"]
-    out["tlm_masked_weights"] = m["masked_weights"] if bilingual else np.zeros_like(m["masked_weights"])
-    return out
+    """The feature dict of one row (`pair_batch` of one pair, randomness from `rng`)."""
+    return {k: v[0] for k, v in self.pair_batch([x], [y], [x_language_id], [y_language_id], bilingual, rng).items()}
 
   def tokens_per_batch(self, batch: dict) -> int:
     return int(np.sum(batch["x_input_mask"]) + np.sum(batch["y_input_mask"]))
@@ -526,7 +541,7 @@ class VecoPairSource(PairFeatures, IndexedSource):
 
   @property
   def num_examples(self) -> int:
-    """Monolingual pairs (languages sorted) followed by bilingual pairs; `example` indexes these."""
+    """Monolingual pairs (languages sorted) followed by bilingual pairs; `examples` indexes these."""
     return sum(map(len, self.monolingual.values())) + sum(map(len, self.bilingual.values()))
 
   def _flat(self, index: int) -> tuple[bool, str, int]:
@@ -537,23 +552,39 @@ class VecoPairSource(PairFeatures, IndexedSource):
         index -= len(table[key])
     raise IndexError(index)
 
-  def _draw(self, rng: np.random.Generator, bilingual: bool) -> tuple[str, int, bool]:
+  def _draw(self, rng: np.random.Generator, bilingual: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(language (pair) number in sorted order, pair index, flipped) of every row of a global batch."""
     keys, cdf = self._cdfs[bilingual]
-    key = keys[min(int(np.searchsorted(cdf, rng.random(), side="right")), len(keys) - 1)]
     table = self.bilingual if bilingual else self.monolingual
-    index = int(rng.integers(len(table[key])))
-    flipped = (not bilingual) and bool(rng.random() < self.flip_prob)
+    key = np.minimum(np.searchsorted(cdf, rng.random(self.batch_size), side="right"), len(keys) - 1)
+    index = rng.integers(0, np.asarray([len(table[k]) for k in keys])[key])
+    flipped = (rng.random(self.batch_size) < self.flip_prob) & (not bilingual)
     return key, index, flipped
+
+  def _batch_draws(self, position: int) -> tuple[tuple, np.random.Generator]:
+    """The plan of batch `position` (`_draw`) and its generator, to mask with after the plan."""
+    rng = np.random.default_rng((self.seed, position))
+    return self._draw(rng, self.is_bilingual_batch(position)), rng
+
+  @functools.lru_cache(maxsize=4)
+  def _plan(self, position: int) -> tuple:
+    return self._batch_draws(position)[0]
 
   def plan(self, position: int, row: int) -> dict:
     """What row `row` of batch `position` holds: kind, language (pair), pair index, flipped."""
     bilingual = self.is_bilingual_batch(position)
-    key, index, flipped = self._draw(np.random.default_rng((self.seed, position, row)), bilingual)
-    return {"bilingual": bilingual, "language": key, "index": index, "flipped": flipped}
+    key, index, flipped = self._plan(position)
+    return {"bilingual": bilingual, "language": self._cdfs[bilingual][0][key[row]], "index": int(index[row]),
+            "flipped": bool(flipped[row])}
 
   # -- features --------------------------------------------------------------
 
-  def _features(self, bilingual: bool, key: str, index: int, flipped: bool, rng) -> dict:
+  @functools.cached_property
+  def _language_ids(self) -> dict[str, int]:
+    return {l: i for i, l in enumerate(self.languages_index)}
+
+  def _pair(self, bilingual: bool, key: str, index: int, flipped: bool) -> tuple:
+    """(x, y, x language id, y language id) of one row."""
     if bilingual:
       x, y = self.bilingual[key][index]
       x_lang, y_lang = key.split("-")
@@ -562,20 +593,21 @@ class VecoPairSource(PairFeatures, IndexedSource):
       if flipped:
         x, y = y, x
       x_lang = y_lang = key
-    lang_ids = {l: i for i, l in enumerate(self.languages_index)}
-    return self.pair_features(x, y, lang_ids[x_lang], lang_ids[y_lang], bilingual, rng)
+    return x, y, self._language_ids[x_lang], self._language_ids[y_lang]
 
-  def example(self, index: int, rng: np.random.Generator) -> dict:
-    bilingual, key, i = self._flat(index)
-    flipped = (not bilingual) and bool(rng.random() < self.flip_prob)
-    return self._features(bilingual, key, i, flipped, rng)
+  def examples(self, indices: list[int], rows: range, seed: tuple, row_seeds: list[tuple]) -> dict:
+    """Pairs by `num_examples` index (eval batches): monolingual ones flipped with `flip_prob`."""
+    rng = np.random.default_rng(seed)
+    flips = rng.random(self.batch_size)[rows.start:rows.stop] < self.flip_prob
+    flat = [self._flat(i) for i in indices]
+    pairs = [self._pair(bilingual, key, i, flip) for (bilingual, key, i), flip in zip(flat, flips)]
+    return self.pair_batch(*zip(*pairs), [bilingual for bilingual, _, _ in flat], rng, rows, self.batch_size)
 
   def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
     """This host's rows of global batch `position` (a pure function of (seed, position))."""
+    rows = self._rows(host_index, host_count)
     bilingual = self.is_bilingual_batch(position)
-    rows = []
-    for row in self._rows(host_index, host_count):
-      rng = np.random.default_rng((self.seed, position, row))
-      key, index, flipped = self._draw(rng, bilingual)
-      rows.append(self._features(bilingual, key, index, flipped, rng))
-    return stack(rows)
+    (key, index, flipped), rng = self._batch_draws(position)
+    keys = self._cdfs[bilingual][0]
+    pairs = [self._pair(bilingual, keys[key[r]], int(index[r]), flipped[r]) for r in rows]
+    return self.pair_batch(*zip(*pairs), bilingual, rng, rows, self.batch_size)

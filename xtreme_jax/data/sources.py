@@ -1,10 +1,13 @@
 """Deterministic, randomly addressable batch sources.
 
-A source holds `num_examples` examples and builds example `i` on demand
-(`example(i, rng)`). Training batch `p` is a pure function of `(seed, p)`:
-epoch permutations come from `(seed, epoch)` and per-example randomness from
-`(seed, p, row)`, so a run resumed at position p sees exactly the stream an
-uninterrupted run sees, and each host builds only its own rows.
+A source holds `num_examples` examples and builds the rows of a batch on
+demand: row by row (`example(i, rng)`) or a batch at once (`examples`).
+Training batch `p` is a pure function of `(seed, p)`: epoch permutations come
+from `(seed, epoch)` and randomness either from one generator per row,
+seeded `(seed, p, row)`, or from one generator per batch, seeded `(seed, p)`,
+whose draws cover the global batch. So a run resumed at position p sees
+exactly the stream an uninterrupted run sees, and each host builds only its
+own rows, equal to those rows of the single-host batch.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from xtreme_jax import errors
 
 
 class IndexedSource(abc.ABC):
-  """Subclasses define `num_examples`, `example`, `weight_keys`; set `batch_size`, `seed`."""
+  """Subclasses define `num_examples`, `weight_keys` and `example` or `examples`; set `batch_size`, `seed`."""
 
   batch_size: int
   seed: int
@@ -28,11 +31,25 @@ class IndexedSource(abc.ABC):
   @abc.abstractmethod
   def num_examples(self) -> int: ...
 
-  @abc.abstractmethod
-  def example(self, index: int, rng: np.random.Generator) -> dict:
-    """Feature dict of example `index` (numpy arrays)."""
+  def example(self, index: int, rng: np.random.Generator | None) -> dict:
+    """Feature dict of example `index` (numpy arrays), for the row-by-row `examples`."""
+    raise NotImplementedError(f"{type(self).__name__} defines neither `example` nor `examples`")
 
   weight_keys: tuple = ()  # features zeroed in the padding rows of eval batches
+  example_rng: bool = True  # False where `example` ignores its rng: then no generator is built
+
+  def examples(self, indices: list[int], rows: range, seed: tuple, row_seeds: list[tuple]) -> dict:
+    """Rows `rows` (of a global batch of `batch_size`), holding examples `indices`.
+
+    This default stacks `example(i, default_rng(row_seed))` (rng None when
+    `example_rng` is False). A source building a batch at once overrides it,
+    drawing from one `default_rng(seed)` for the whole global batch and keeping
+    the draws of `rows`.
+    """
+    del seed
+    if not self.example_rng:
+      return stack([self.example(i, None) for i in indices])
+    return stack([self.example(i, np.random.default_rng(s)) for i, s in zip(indices, row_seeds)])
 
   @functools.lru_cache(maxsize=4)
   def _order(self, epoch: int) -> np.ndarray:
@@ -47,25 +64,28 @@ class IndexedSource(abc.ABC):
 
   def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
     """This host's rows of global training batch number `position`."""
-    n = self.num_examples
-    examples = []
-    for row in self._rows(host_index, host_count):
-      epoch, index = divmod(position * self.batch_size + row, n)
-      examples.append(self.example(int(self._order(epoch)[index]), np.random.default_rng((self.seed, position, row))))
-    return stack(examples)
+    rows = self._rows(host_index, host_count)
+    epochs, offsets = np.divmod(position * self.batch_size + np.asarray(rows), self.num_examples)
+    indices = np.concatenate([self._order(int(e))[offsets[epochs == e]] for e in np.unique(epochs)])
+    return self.examples(indices.tolist(), rows, (self.seed, position), [(self.seed, position, r) for r in rows])
 
   def eval_batches(self, host_index: int = 0, host_count: int = 1) -> Iterator[dict]:
-    """Every example once, in order; the last batch is padded with weight-0 rows."""
-    n = self.num_examples
-    for start in range(0, n, self.batch_size):
-      examples = []
-      for row in self._rows(host_index, host_count):
-        i = start + row
-        ex = self.example(min(i, n - 1), np.random.default_rng((self.seed, i)))
-        if i >= n:
-          ex.update({k: np.zeros_like(ex[k]) for k in self.weight_keys})
-        examples.append(ex)
-      yield stack(examples)
+    """Every example once, in order; the last batch is padded with weight-0 rows.
+
+    Randomness: eval batch `b` (from example `b * batch_size`) has the batch
+    seed `(seed, b, 1)`, its example `i` the row seed `(seed, i)`.
+    """
+    n, rows = self.num_examples, self._rows(host_index, host_count)
+    for number, start in enumerate(range(0, n, self.batch_size)):
+      numbers = [start + row for row in rows]
+      batch = self.examples([min(i, n - 1) for i in numbers], rows, (self.seed, number, 1),
+                            [(self.seed, i) for i in numbers])
+      padding = np.asarray(numbers) >= n
+      if padding.any():
+        for k in self.weight_keys:
+          batch[k] = batch[k].copy()
+          batch[k][padding] = 0
+      yield batch
 
   def tokens_per_batch(self, batch: dict) -> int:
     return int(np.sum(batch["input_mask"]))
@@ -93,7 +113,9 @@ class FeatureListSource(IndexedSource):
   def num_examples(self) -> int:
     return len(self.features)
 
-  def example(self, index: int, rng: np.random.Generator) -> dict:
+  example_rng = False
+
+  def example(self, index: int, rng: np.random.Generator | None) -> dict:
     f = self.features[index]
     keys = self.model_keys or f.keys()
     return {k: np.asarray(f[k]) for k in keys}
