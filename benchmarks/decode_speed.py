@@ -8,8 +8,10 @@ the end, the first row full) decoded to exactly `--length` output tokens:
 - xtreme-jax, KV cache: `Seq2SeqModel.generate` (greedy for beam 1, else
   fairseq-style beam search), jitted with static `DecodeSettings`; its step
   function is `Seq2SeqModel.decoder`'s cached incremental step (one position
-  per call; self-attention keys / values in a `max_length` buffer, the
-  memory's cross-attention keys / values computed once).
+  per call; self-attention keys / values in a `max_length` buffer of which a
+  step reads only the smallest of 8 buckets that holds the positions so far,
+  beam search reordering a per-row history index rather than the keys /
+  values; the memory's cross-attention keys / values computed once).
 - xtreme-jax, no cache: the *same* `generate` (same search, same jit), with
   `Seq2SeqModel.decoder` swapped for a baseline written here: its "cache" is
   the (rows, max_length) buffer of the tokens so far, and every step writes
@@ -17,7 +19,7 @@ the end, the first row full) decoded to exactly `--length` output tokens:
   (`Seq2SeqNetwork.decode_logits`, `decode=False`, causal) over all
   max_length positions (the jitted shape is static), cross-attention to the
   encoder states included, then takes the logits at position t. Beam search
-  reorders that buffer as it reorders the KV cache.
+  reorders that buffer's rows (`decoding.gather_beams`).
 - Hugging Face: `BartForConditionalGeneration` of the same shape (layers,
   hidden, heads, FFN, vocabulary, positions), `generate` with
   `use_cache=True` / `False`, greedy and beam; PyTorch eager, on CPU or
@@ -26,10 +28,11 @@ the end, the first row full) decoded to exactly `--length` output tokens:
   positions, GELU FFNs and tied output embeddings, but BART has its own
   position table and embedding LayerNorm per side (ours: one `Embeddings`
   shared by encoder and decoder), a `final_logits_bias`, and grows its KV
-  cache by concatenation (attention over t keys at step t; ours attends over
-  the fixed max_length buffer, masked). Without a cache, HF re-runs the
-  decoder over the t + 1 tokens so far (a growing prefix), our baseline over
-  the whole max_length buffer.
+  cache by concatenation (attention over t keys at step t; ours over the
+  bucket of the max_length buffer that holds them, at most max_length / 8
+  more) and reorders it for beam search by copying it (ours: an index). Without
+  a cache, HF re-runs the decoder over the t + 1 tokens so far (a growing
+  prefix), our baseline over the whole max_length buffer.
 
 Fixed output length. Every search runs all `--length` steps on both sides:
 our step functions (cached and not) are wrapped to give EOS a logit of -inf
@@ -56,6 +59,7 @@ by default (`--in_process` runs both here).
 Examples:
 
     python benchmarks/decode_speed.py --preset tiny                             # smoke run, ~50 s on a 2-core CPU
+    python benchmarks/decode_speed.py --batch 4 --source_length 32 --uncached none   # base shape, cached only, ~2 min
     python benchmarks/decode_speed.py --batch 1 --uncached greedy --repeats 2   # base shape, CPU, ~3.5 min
     python benchmarks/decode_speed.py --batch 32 --dtype bfloat16 --json /tmp/decode.json   # base shape, GPU
 """
@@ -146,6 +150,7 @@ def run_jax(args, shape: dict) -> dict:
   import jax.numpy as jnp
   import numpy as np
 
+  from xtreme_jax.models import decoding
   from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqLmNetwork, Seq2SeqModel
   from xtreme_jax.networks.config import TransformerConfig
   from xtreme_jax.networks.seq2seq import Seq2SeqConfig
@@ -184,6 +189,9 @@ def run_jax(args, shape: dict) -> dict:
         return jax.lax.dynamic_index_in_dim(logits, t, axis=1, keepdims=False), prefix
 
       return fixed_length(step), jnp.full((rows, max_length), PAD_ID, jnp.int32)
+
+    def reorder_cache(self, cache, rows):
+      return decoding.gather_beams(cache, rows) if self.uncached else super().reorder_cache(cache, rows)
 
   dev = jax.devices()[0]
   info = {"platform": dev.platform, "device_kind": dev.device_kind, "device_count": jax.device_count()}

@@ -119,7 +119,9 @@ def beam_search(step_fn: StepFn, cache: Any, start_ids: Array, *, beam_size: int
   example repeated `beam_size` times, beam-major within an example);
   `reorder(cache, rows)` picks the rows of the surviving beams (default:
   every leaf with that leading dimension; a cache of per-example constants,
-  such as the encoder's cross-attention keys, need not be moved).
+  such as the encoder's cross-attention keys, need not be moved; a cache that
+  keeps an index of each row's history moves only that index, as
+  `Seq2SeqModel.generate` does with `layers.reorder_cache_rows`).
   """
   _check(max_length, eos_id, pad_id)
   length_penalty(1, alpha, style)

@@ -86,11 +86,6 @@ class Seq2SeqLmNetwork(nn.Module):
     return self.backbone.decode_logits(*args, **kwargs)
 
 
-def _self_attention_only(path: tuple) -> bool:
-  """Cache leaves beam search must reorder: the decoder's own keys / values, not the encoder memory's."""
-  return not any(getattr(p, "key", None) == "cross_attention" for p in path)
-
-
 @dataclasses.dataclass(frozen=True)
 class DecodeSettings:
   """How `Seq2SeqModel.generate` searches (see `decoding`); beam_size 1 runs greedy search."""
@@ -151,14 +146,21 @@ class Seq2SeqModel(Model):
       return decoding.greedy_search(step, cache, batch["decoder_start"], **common)
     return decoding.beam_search(
         step, cache, batch["decoder_start"], beam_size=settings.beam_size, alpha=settings.alpha,
-        style=settings.length_penalty, n_best=settings.n_best,
-        reorder=lambda cache, rows: decoding.gather_beams(cache, rows, _self_attention_only), **common)
+        style=settings.length_penalty, n_best=settings.n_best, reorder=self.reorder_cache, **common)
+
+  def reorder_cache(self, cache: Any, rows: Array) -> Any:
+    """Beam search's reorder of a `decoder` cache: row r continues row `rows[r]` (only the history index moves)."""
+    return layers.reorder_cache_rows(cache, rows)
 
   def decoder(self, params: Any, batch: dict, copies: int, max_length: int) -> tuple[decoding.StepFn, Any]:
     """(step function, its initial cache) over `batch`'s sources, each repeated `copies` times (the beams).
 
     Encodes once; the cache holds zeroed self-attention keys / values for
-    `max_length` positions and the memory's cross-attention keys / values.
+    `max_length` positions and the memory's cross-attention keys / values
+    (`layers.MultiHeadAttention`). With `copies > 1` it also holds each row's
+    history index (`layers.index_cache_rows`): reorder its rows with
+    `reorder_cache`, which moves the index only (a whole-leaf gather such as
+    `decoding.gather_beams` would break it).
     """
     layers.check_length(self.config, max_length, "max decoding length", "lower max_length")
     net = self.network(True, decode=True)
@@ -176,7 +178,7 @@ class Seq2SeqModel(Model):
                                   mutable=["cache"])
       return logits[:, 0], updated["cache"]
 
-    return step, created["cache"]
+    return step, (layers.index_cache_rows(created["cache"]) if copies > 1 else created["cache"])
 
   def dummy_batch(self, batch_size: int, source_length: int, target_length: int) -> dict:
     return {"input_ids": np.zeros((batch_size, source_length), np.int32),

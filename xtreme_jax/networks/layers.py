@@ -194,7 +194,7 @@ def attention_implementation(config: TransformerConfig, deterministic: bool) -> 
 
 
 def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Array, key_mask: Array, causal: bool,
-                          dropout=None) -> Array:
+                          dropout=None, softmax_length: Optional[int] = None, kv_transposed: bool = False) -> Array:
   """Softmax(q k^T / sqrt(d)) v over [batch, length, heads, head_dim] inputs, keys masked by `key_mask`
   ([batch, keys], 1 = real; padded queries still attend to the real keys, as BERT; or a whole
   [batch, queries, keys] mask) and, with `causal`, by position. One function for every attention brick (self,
@@ -204,21 +204,34 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
   float32 softmax, dropout, einsum. `xla` / `cudnn` call `jax.nn.dot_product_attention` (float32 softmax
   statistics either way); cudnn takes the padding as key lengths, so it needs padding at the end of each row
   (as every feature converter here writes it) and keeps the mask off the dense-bias path.
+
+  `softmax_length` (reference path): the softmax runs over that many keys, those past `k`'s masked. A cached
+  decoding step that reads only a prefix of its buffer (`MultiHeadAttention`) then rounds as over the whole
+  buffer: XLA's CPU dots give each logit and each weighted sum of values bit for bit whatever the key count (as
+  measured, for multiples of 8 keys), its float32 exp and sum over a row do not. `kv_transposed`: `k` and `v` come
+  as [batch, heads, head_dim, keys], the layout the reference path's dots read (cached cross-attention keeps its
+  memory so; handed over in the usual layout, XLA would transpose them inside the decoding loop at every step).
   """
   impl = attention_implementation(config, dropout is None)
+  if kv_transposed and impl != "reference":
+    k, v, kv_transposed = k.transpose(0, 3, 1, 2), v.transpose(0, 3, 1, 2), False
+  keys = k.shape[-1] if kv_transposed else k.shape[1]
+  kv = "bhdk" if kv_transposed else "bkhd"
   full = key_mask.ndim == 3  # a whole (batch, queries, keys) mask, e.g. ProphetNet's n-stream attention
   if full and impl == "cudnn":
     impl = "xla"  # cudnn takes key lengths only
   if impl == "reference":
     mask = (key_mask[:, None] if full else key_mask[:, None, None, :]).astype(bool)
     if causal:
-      mask = mask & jnp.tril(jnp.ones((q.shape[1], k.shape[1]), dtype=bool))[None, None]
-    logits = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim).astype(jnp.float32)
+      mask = mask & jnp.tril(jnp.ones((q.shape[1], keys), dtype=bool))[None, None]
+    logits = jnp.einsum(f"bqhd,{kv}->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(config.head_dim).astype(jnp.float32)
     logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(logits, axis=-1).astype(config.compute_dtype)
+    if softmax_length is not None and softmax_length > keys:
+      logits = jnp.pad(logits, [(0, 0)] * 3 + [(0, softmax_length - keys)], constant_values=jnp.finfo(jnp.float32).min)
+    probs = jax.nn.softmax(logits, axis=-1)[..., :keys].astype(config.compute_dtype)
     if dropout is not None:
       probs = dropout(probs)
-    return jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+    return jnp.einsum(f"bhqk,{kv}->bqhd", probs, v)
   if impl == "cudnn":
     lengths = jnp.sum(key_mask, axis=-1).astype(jnp.int32)
     return jax.nn.dot_product_attention(q, k, v, is_causal=causal, key_value_seq_lengths=lengths,
@@ -228,6 +241,47 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
 
 
 CACHES = ("none", "self", "cross")
+# A cached self-attention step reads the first j * `size` cached positions, the fewest that cover the positions
+# written so far, `size` the first multiple of BUCKET_STEP from max_length / DECODE_BUCKETS on (`cache_buckets`):
+# one compiled attention per bucket, `lax.switch`ed. XLA's CPU dots over a multiple of 8 keys round exactly as the
+# same dots over the whole buffer, its other keys masked; over other key counts they need not (measured).
+DECODE_BUCKETS = 8
+BUCKET_STEP = 8
+
+
+def cache_buckets(length: int, buckets: Optional[int] = None) -> tuple[int, ...]:
+  """Key counts a cached step may read: the multiples of the bucket size below `length`, then `length`."""
+  per_bucket = -(-length // max(1, DECODE_BUCKETS if buckets is None else buckets))
+  size = -(-per_bucket // BUCKET_STEP) * BUCKET_STEP
+  return tuple(range(size, length, size)) + (length,)
+
+
+def map_self_caches(fn, cache):
+  """`cache` (a decoding cache collection) with `fn` applied to each self-attention cache (a dict with
+  `cache_index`)."""
+  if not hasattr(cache, "items"):
+    return cache
+  if "cache_index" in cache:
+    return fn(dict(cache))
+  return {name: map_self_caches(fn, sub) for name, sub in cache.items()}
+
+
+def index_cache_rows(cache):
+  """`cache` with a `cached_rows` index in every self-attention cache, for a search that reorders rows (beams).
+
+  `cached_rows[r, p]` is the row of `cached_key` / `cached_value` that holds
+  position p of row r's history: each step writes its keys / values to its own
+  row and `reorder_cache_rows` moves only the index, never the keys / values.
+  """
+  def add(c):
+    rows, length = c["cached_key"].shape[:2]
+    return {**c, "cached_rows": jnp.broadcast_to(jnp.arange(rows, dtype=jnp.int32)[:, None], (rows, length))}
+  return map_self_caches(add, cache)
+
+
+def reorder_cache_rows(cache, rows: Array):
+  """Beam search's reorder for an `index_cache_rows` cache: row r continues the history of row `rows[r]`."""
+  return map_self_caches(lambda c: {**c, "cached_rows": jnp.take(c["cached_rows"], rows, axis=0)}, cache)
 
 
 class MultiHeadAttention(nn.Module):
@@ -238,9 +292,16 @@ class MultiHeadAttention(nn.Module):
   max_length, heads, head_dim) with the write position in `cache/cache_index`; a call whose
   cache does not exist yet (the cache-creating call) only creates it, zeroed,
   sized by that call's length; later calls take one new position each and
-  attend to every position written so far. `"cross"` computes the keys /
-  values of the encoder memory once, in the cache-creating call, and reads
-  them back afterwards. `"none"`: no cache.
+  attend to every position written so far, reading only the smallest bucket of
+  cached positions that holds them (`cache_buckets`: work grows with the prefix,
+  not with max_length) and normalising over max_length keys, which keeps the
+  results of attending over the whole masked buffer (bit for bit on the CPUs
+  measured, `dot_product_attention`'s `softmax_length`). With
+  `cache/cached_rows` (`index_cache_rows`, for beam search) the step gathers
+  each row's history through that index instead of reading its own row.
+  `"cross"` computes the keys / values of the encoder memory once, in the
+  cache-creating call, and keeps them as (batch, heads, head_dim, length), the
+  layout the single-query dots read, so no step transposes them. `"none"`: no cache.
   """
 
   config: TransformerConfig
@@ -254,39 +315,61 @@ class MultiHeadAttention(nn.Module):
         (cfg.num_heads, cfg.head_dim), 1, ("embed", "heads", "kv"), ("heads", "kv"), cfg, name=name)
     q = proj("query")(inputs_q)
     q = nn.with_logical_constraint(q, ("batch", "length", "heads", "kv"))
-    if self.cache == "cross" and self.has_variable("cache", "cached_key"):
+    cached = self.cache != "none" and self.has_variable("cache", "cached_key")
+    transposed = self.cache == "cross" and cached
+    if transposed:
       k, v = self.get_variable("cache", "cached_key"), self.get_variable("cache", "cached_value")
     else:
       k, v = proj("key")(inputs_kv), proj("value")(inputs_kv)
-    if self.cache == "cross":
-      self.variable("cache", "cached_key", lambda: k)
-      self.variable("cache", "cached_value", lambda: v)
-    elif self.cache == "self":
-      k, v, key_mask, causal = self._self_cache(k, v, key_mask, causal)
+    if self.cache == "cross" and not cached:
+      self.variable("cache", "cached_key", lambda: k.transpose(0, 2, 3, 1))
+      self.variable("cache", "cached_value", lambda: v.transpose(0, 2, 3, 1))
+    elif self.cache == "self" and not cached:  # the cache-creating call
+      for name, x in (("cached_key", k), ("cached_value", v)):
+        self.variable("cache", name, jnp.zeros, x.shape, x.dtype)
+      self.variable("cache", "cache_index", lambda: jnp.zeros((), jnp.int32))
     dropping = not self.deterministic and cfg.attention_dropout_rate > 0
-    dropout = nn.Dropout(cfg.attention_dropout_rate) if dropping else None
-    ctx = dot_product_attention(cfg, q, k, v, key_mask, causal,
-                                (lambda p: dropout(p, deterministic=False)) if dropping else None)
+    drop = nn.Dropout(cfg.attention_dropout_rate) if dropping else None
+    dropout = (lambda p: drop(p, deterministic=False)) if dropping else None
+    if self.cache == "self" and cached:
+      ctx = self._cached_step(q, k, v, dropout)
+    else:
+      ctx = dot_product_attention(cfg, q, k, v, key_mask, causal, dropout, kv_transposed=transposed)
     out = HeadsDense((cfg.hidden_size,), 2, ("heads", "kv", "embed"), ("embed",), cfg, name="out")(ctx)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
 
-  def _self_cache(self, k: Array, v: Array, key_mask: Array, causal: bool):
-    """Keys, values, key mask and causality for this call, the cache updated (`cache="self"`)."""
-    created = not self.has_variable("cache", "cached_key")
-    cached_k = self.variable("cache", "cached_key", jnp.zeros, k.shape, k.dtype)
-    cached_v = self.variable("cache", "cached_value", jnp.zeros, v.shape, v.dtype)
-    index = self.variable("cache", "cache_index", lambda: jnp.zeros((), jnp.int32))
-    if created:
-      return k, v, key_mask, causal  # the cache-creating call: its output is not used
+  def _cached_step(self, q: Array, k: Array, v: Array, dropout) -> Array:
+    """One decoding position: its keys / values written at `cache_index`, the attention over the positions so far."""
+    cfg = self.config
     if k.shape[1] != 1:
       raise ValueError(f"a cached decoding step takes one position at a time, got {k.shape[1]}")
+    cached_k, cached_v = (self.variable("cache", name, None) for name in ("cached_key", "cached_value"))
+    index = self.variable("cache", "cache_index", None)
     i = index.value
     cached_k.value = jax.lax.dynamic_update_slice(cached_k.value, k.astype(cached_k.value.dtype), (0, i, 0, 0))
     cached_v.value = jax.lax.dynamic_update_slice(cached_v.value, v.astype(cached_v.value.dtype), (0, i, 0, 0))
     index.value = i + 1
-    length = cached_k.value.shape[1]
-    written = jnp.broadcast_to(jnp.arange(length) <= i, (k.shape[0], length))
-    return cached_k.value, cached_v.value, written.astype(jnp.int32), False
+    rows, length = cached_k.value.shape[:2]
+    history = None
+    if self.has_variable("cache", "cached_rows"):  # beams: this step's keys / values are in each row's own slot
+      cached_rows = self.variable("cache", "cached_rows", None)
+      cached_rows.value = jax.lax.dynamic_update_slice(
+          cached_rows.value, jnp.arange(rows, dtype=jnp.int32)[:, None], (0, i))
+      history = cached_rows.value
+
+    def attend(n):
+      def run(q, keys, values, history, i):
+        take = (lambda a: a[:, :n]) if history is None else (lambda a: a[history[:, :n], jnp.arange(n)])
+        written = jnp.broadcast_to(jnp.arange(n) <= i, (rows, n)).astype(jnp.int32)
+        return dot_product_attention(cfg, q, take(keys), take(values), written, False, dropout, softmax_length=length)
+      return run
+
+    # Dropout draws from Flax's RNG streams, which lax.switch's branches cannot reach: one bucket then.
+    ends = cache_buckets(length) if dropout is None else (length,)
+    operands = (q, cached_k.value, cached_v.value, history, i)
+    if len(ends) == 1:
+      return attend(length)(*operands)
+    return jax.lax.switch(i // ends[0], [attend(n) for n in ends], *operands)
 
 
 class SelfAttention(nn.Module):
