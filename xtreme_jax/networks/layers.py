@@ -175,10 +175,12 @@ class HeadsDense(nn.Module):
     shape = x.shape[-self.in_dims:] + tuple(self.features)
     kernel = self.param("kernel", _param_init(_init(cfg), self.kernel_axes), shape, jnp.float32)
     bias = self.param("bias", _param_init(nn.initializers.zeros, self.bias_axes), tuple(self.features), jnp.float32)
-    x, kernel, bias = (a.astype(cfg.compute_dtype) for a in (x, kernel, bias))
+    x, kernel = (a.astype(cfg.compute_dtype) for a in (x, kernel))
     contract = tuple(range(x.ndim - self.in_dims, x.ndim))
     y = jax.lax.dot_general(x, kernel, ((contract, tuple(range(self.in_dims))), ((), ())))
-    return y + bias
+    # The bias is added in float32: its gradient, a sum over every token, is then summed in float32 (XLA sums a
+    # bfloat16 reduction in bfloat16: 100,000 ones add up to 8,192).
+    return (y.astype(jnp.float32) + bias).astype(cfg.compute_dtype)
 
 
 def attention_implementation(config: TransformerConfig, deterministic: bool) -> str:
@@ -414,14 +416,10 @@ class FeedForward(nn.Module):
   @nn.compact
   def __call__(self, x: Array) -> Array:
     cfg = self.config
-    h = nn.Dense(cfg.mlp_dim, dtype=cfg.compute_dtype, name="intermediate",
-                 kernel_init=_param_init(_init(cfg), ("embed", "mlp")),
-                 bias_init=_param_init(nn.initializers.zeros, ("mlp",)))(x)
+    h = HeadsDense((cfg.mlp_dim,), 1, ("embed", "mlp"), ("mlp",), cfg, name="intermediate")(x)
     h = jax.nn.gelu(h, approximate=False)
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
-    y = nn.Dense(cfg.hidden_size, dtype=cfg.compute_dtype, name="output",
-                 kernel_init=_param_init(_init(cfg), ("mlp", "embed")),
-                 bias_init=_param_init(nn.initializers.zeros, ("embed",)))(h)
+    y = HeadsDense((cfg.hidden_size,), 1, ("mlp", "embed"), ("embed",), cfg, name="output")(h)
     y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
     return _post_ln(cfg, x, y)
 
@@ -434,9 +432,7 @@ class Pooler(nn.Module):
   @nn.compact
   def __call__(self, x: Array) -> Array:
     cfg = self.config
-    y = nn.Dense(cfg.hidden_size, dtype=cfg.compute_dtype, name="dense",
-                 kernel_init=_param_init(_init(cfg), ("embed", "mlp")),
-                 bias_init=_param_init(nn.initializers.zeros, ("mlp",)))(x[:, 0])
+    y = HeadsDense((cfg.hidden_size,), 1, ("embed", "mlp"), ("mlp",), cfg, name="dense")(x[:, 0])
     return jnp.tanh(y)
 
 
@@ -448,9 +444,7 @@ class MlmHead(nn.Module):
   @nn.compact
   def __call__(self, x: Array, embeddings: Embeddings) -> Array:
     cfg = self.config
-    h = nn.Dense(cfg.hidden_size, dtype=cfg.compute_dtype, name="dense",
-                 kernel_init=_param_init(_init(cfg), ("embed", "mlp")),
-                 bias_init=_param_init(nn.initializers.zeros, ("mlp",)))(x)
+    h = HeadsDense((cfg.hidden_size,), 1, ("embed", "mlp"), ("mlp",), cfg, name="dense")(x)
     h = layer_norm(cfg, "layer_norm")(jax.nn.gelu(h, approximate=False)).astype(cfg.compute_dtype)
     bias = self.param("bias", _param_init(nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
     if cfg.tie_word_embeddings:
