@@ -1,10 +1,11 @@
 """One process of the multi-process test (tests/test_multiprocess.py): fine-tune the tiny MLM, print the result.
 
-    python multiprocess_worker.py RUN_DIR STEPS CRASH_AT DEVICES
+    python multiprocess_worker.py RUN_DIR STEPS CRASH_AT
 
-The launch comes from the environment (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID: two
-processes of DEVICES CPU devices each) or is a single process over DEVICES devices. Batch CRASH_AT raises
-(a preemption) unless it is -1. Process 0 prints one JSON line: the losses and a digest of the parameters.
+Two processes of one CPU device each, joined from the environment (JAX_COORDINATOR_ADDRESS,
+JAX_NUM_PROCESSES, JAX_PROCESS_ID). Both stop at batch CRASH_AT (a preemption), then resume in a new Trainer
+from the checkpoint they wrote together. Process 0 prints one JSON line: the resumed `train`'s result. The
+test runs `train` itself for the single-process reference.
 """
 
 import hashlib
@@ -16,27 +17,31 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import RandomMlmSource  # noqa: E402  (sets 8 devices: overridden below, before JAX starts)
+from conftest import RandomMlmSource  # noqa: E402  (sets 8 devices: the worker sets 1, before JAX starts)
 from test_training import CrashingSource, make_trainer  # noqa: E402
-from xtreme_jax.training.distributed import initialize_distributed  # noqa: E402
-
-jax.config.update("jax_num_cpu_devices", int(sys.argv[4]))
-initialize_distributed()
 
 
-def main(run_dir: str, steps: int, crash_at: int) -> None:
-  trainer = make_trainer(run_dir, mesh=(-1, 1), steps=steps, every=2)
+def train(run_dir: str, steps: int, crash_at: int, devices=None) -> dict:
+  """Train the tiny MLM over `devices` (default: all), checkpoints every 2 steps; the losses and a digest."""
+  trainer = make_trainer(run_dir, mesh=(-1, 1), steps=steps, every=2, devices=devices)
   try:
     state, summary = trainer.fit(CrashingSource(crash_at=crash_at) if crash_at >= 0 else RandomMlmSource())
   finally:
     trainer.close()
   params = jax.tree_util.tree_leaves(jax.device_get(state.params))
   digest = hashlib.sha256(b"".join(np.asarray(p).tobytes() for p in params)).hexdigest()
-  if jax.process_index() == 0:
-    print(json.dumps({"processes": jax.process_count(), "devices": jax.device_count(), "digest": digest,
-                      "resumed_from_step": summary["resumed_from_step"],
-                      "losses": [h["loss"] for h in summary["history"]]}))
+  return {"processes": jax.process_count(), "devices": len(trainer.mesh.devices.flat), "digest": digest,
+          "resumed_from_step": summary["resumed_from_step"], "losses": [h["loss"] for h in summary["history"]]}
 
 
 if __name__ == "__main__":
-  main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+  jax.config.update("jax_num_cpu_devices", 1)
+  from xtreme_jax.training.distributed import initialize_distributed
+  initialize_distributed()
+  try:
+    train(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+  except KeyboardInterrupt:  # both processes, at the same batch
+    pass
+  result = train(sys.argv[1], int(sys.argv[2]), -1)
+  if jax.process_index() == 0:
+    print(json.dumps(result))
