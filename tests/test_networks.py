@@ -61,8 +61,8 @@ def test_attention_dropout_runs_the_reference_path_and_fused_kernels_otherwise(m
   assert attention_implementation(no_dropout.replace(dtype="bfloat16"), deterministic=True) == "cudnn"
   assert attention_implementation(no_dropout, deterministic=True) == "reference"  # cuDNN needs bf16 / fp16
   assert attention_implementation(TINY.replace(dtype="bfloat16"), deterministic=False) == "reference"  # dropout
-  with pytest.raises(errors.ConfigError, match="attention_implementation='flash'; expected one of"):
-    TINY.replace(attention_implementation="flash")
+  with pytest.raises(errors.ConfigError, match="attention_implementation='flash2'; expected one of"):
+    TINY.replace(attention_implementation="flash2")
 
 
 def test_positions_bert_and_roberta():

@@ -12,7 +12,7 @@ from xtreme_jax.networks import precision as precision_lib
 POSITION_STYLES = ("absolute", "roberta")
 # `layers.dot_product_attention`: auto (cudnn on a GPU in bfloat16, else reference), the reference einsum + softmax
 # (the only one with attention-probability dropout), or `jax.nn.dot_product_attention`'s xla / cudnn kernels.
-ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "xla", "cudnn")
+ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "xla", "cudnn", "flash")
 
 
 @dataclasses.dataclass(frozen=True)

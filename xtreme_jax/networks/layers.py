@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from xtreme_jax import errors
+from xtreme_jax.networks import flash_attention
 from xtreme_jax.networks.config import TransformerConfig
 
 Array = jax.Array
@@ -184,10 +185,13 @@ class HeadsDense(nn.Module):
 
 
 def attention_implementation(config: TransformerConfig, deterministic: bool) -> str:
-  """The kernel `dot_product_attention` runs: `reference` while attention-probability dropout is active (the
-  fused kernels have none), else the configured one. `auto`: cuDNN's fused kernel on a GPU in bfloat16, the
+  """The kernel `dot_product_attention` runs. `flash` (`networks.flash_attention`, the one fused kernel with
+  attention-probability dropout) runs as configured, dropout or not; while dropout is active every other choice
+  runs `reference` (the other fused kernels have none). `auto`: cuDNN's fused kernel on a GPU in bfloat16, the
   reference elsewhere (on CPU and TPU, XLA compiles both to the same einsum + softmax + einsum; the reference
   compiles faster here, about 20%, and keeps the numbers of earlier runs)."""
+  if config.attention_implementation == "flash":
+    return "flash"
   if not deterministic and config.attention_dropout_rate > 0:
     return "reference"
   if config.attention_implementation == "auto":
@@ -196,16 +200,19 @@ def attention_implementation(config: TransformerConfig, deterministic: bool) -> 
 
 
 def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Array, key_mask: Array, causal: bool,
-                          dropout=None, softmax_length: Optional[int] = None, kv_transposed: bool = False) -> Array:
+                          dropout=None, softmax_length: Optional[int] = None, kv_transposed: bool = False,
+                          dropout_seed: Optional[Array] = None) -> Array:
   """Softmax(q k^T / sqrt(d)) v over [batch, length, heads, head_dim] inputs, keys masked by `key_mask`
   ([batch, keys], 1 = real; padded queries still attend to the real keys, as BERT; or a whole
   [batch, queries, keys] mask) and, with `causal`, by position. One function for every attention brick (self,
   causal, cross, n-stream).
 
-  `dropout` (a function on the probabilities) selects the reference path (`attention_implementation`): einsum,
-  float32 softmax, dropout, einsum. `xla` / `cudnn` call `jax.nn.dot_product_attention` (float32 softmax
-  statistics either way); cudnn takes the padding as key lengths, so it needs padding at the end of each row
-  (as every feature converter here writes it) and keeps the mask off the dense-bias path.
+  Dropout on the probabilities (`attention_implementation`): `dropout` (a function on them) runs the reference
+  path: einsum, float32 softmax, dropout, einsum; `dropout_seed` (int32) runs the `flash` kernel with its own
+  masks at `config.attention_dropout_rate`. `xla` / `cudnn` call `jax.nn.dot_product_attention` (float32 softmax
+  statistics either way). cudnn and flash take the padding as key lengths, so they need padding at the end of
+  each row (as every feature converter here writes it) and keep the mask off the dense-bias path; a whole mask,
+  `softmax_length` or `kv_transposed` (decoding) sends flash to the reference path.
 
   `softmax_length` (reference path): the softmax runs over that many keys, those past `k`'s masked. A cached
   decoding step that reads only a prefix of its buffer (`MultiHeadAttention`) then rounds as over the whole
@@ -214,7 +221,12 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
   as [batch, heads, head_dim, keys], the layout the reference path's dots read (cached cross-attention keeps its
   memory so; handed over in the usual layout, XLA would transpose them inside the decoding loop at every step).
   """
-  impl = attention_implementation(config, dropout is None)
+  impl = attention_implementation(config, dropout is None and dropout_seed is None)
+  if impl == "flash" and (key_mask.ndim == 3 or softmax_length is not None or kv_transposed):
+    impl = "reference"
+  if (impl == "flash") != (dropout_seed is not None) and (dropout is not None or dropout_seed is not None):
+    raise ValueError(f"attention dropout for the {impl!r} kernel needs " + (
+        "`dropout_seed`" if impl == "flash" else "`dropout`, a function on the probabilities"))
   if kv_transposed and impl != "reference":
     k, v, kv_transposed = k.transpose(0, 3, 1, 2), v.transpose(0, 3, 1, 2), False
   keys = k.shape[-1] if kv_transposed else k.shape[1]
@@ -234,6 +246,10 @@ def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Arra
     if dropout is not None:
       probs = dropout(probs)
     return jnp.einsum(f"bhqk,{kv}->bqhd", probs, v)
+  if impl == "flash":
+    lengths = jnp.sum(key_mask, axis=-1).astype(jnp.int32)
+    rate = config.attention_dropout_rate if dropout_seed is not None else 0.0
+    return flash_attention.flash_attention(q, k, v, lengths, dropout_seed, rate, causal)
   if impl == "cudnn":
     lengths = jnp.sum(key_mask, axis=-1).astype(jnp.int32)
     return jax.nn.dot_product_attention(q, k, v, is_causal=causal, key_value_seq_lengths=lengths,
@@ -331,12 +347,19 @@ class MultiHeadAttention(nn.Module):
         self.variable("cache", name, jnp.zeros, x.shape, x.dtype)
       self.variable("cache", "cache_index", lambda: jnp.zeros((), jnp.int32))
     dropping = not self.deterministic and cfg.attention_dropout_rate > 0
-    drop = nn.Dropout(cfg.attention_dropout_rate) if dropping else None
-    dropout = (lambda p: drop(p, deterministic=False)) if dropping else None
-    if self.cache == "self" and cached:
+    decoding = self.cache == "self" and cached
+    dropout, seed = None, None
+    if dropping and attention_implementation(cfg, False) == "flash" and not decoding and not transposed \
+        and key_mask.ndim == 2:
+      seed = jax.lax.bitcast_convert_type(jax.random.bits(self.make_rng("dropout"), (), jnp.uint32), jnp.int32)
+    elif dropping:
+      drop = nn.Dropout(cfg.attention_dropout_rate)
+      dropout = lambda p: drop(p, deterministic=False)  # noqa: E731
+    if decoding:
       ctx = self._cached_step(q, k, v, dropout)
     else:
-      ctx = dot_product_attention(cfg, q, k, v, key_mask, causal, dropout, kv_transposed=transposed)
+      ctx = dot_product_attention(cfg, q, k, v, key_mask, causal, dropout, kv_transposed=transposed,
+                                  dropout_seed=seed)
     out = HeadsDense((cfg.hidden_size,), 2, ("heads", "kv", "embed"), ("embed",), cfg, name="out")(ctx)
     return nn.with_logical_constraint(out, ("batch", "length", "embed"))
 
