@@ -93,3 +93,23 @@ def test_the_model_runs_the_kernel_when_configured():
   a, b = (apply(flash, True, jax.random.PRNGKey(s)) for s in (1, 2))
   assert np.isfinite(np.asarray(a)).all() and not np.allclose(a, b, atol=1e-4)
   np.testing.assert_array_equal(a, apply(flash, True, jax.random.PRNGKey(1)))
+
+
+def test_hash_dropout_keeps_one_minus_rate_scaled_and_the_model_uses_it_when_configured():
+  x = jnp.ones((64, 32, 48), jnp.bfloat16)
+  y = fa.dropout(jnp.int32(3), x, 0.25)
+  kept = np.asarray(y, np.float32) != 0
+  assert abs(kept.mean() - 0.75) < 0.01
+  np.testing.assert_array_equal(np.asarray(y, np.float32)[kept], np.float32(np.asarray(jnp.bfloat16(1 / 0.75))))
+  assert not np.array_equal(kept, np.asarray(fa.dropout(jnp.int32(4), x, 0.25), np.float32) != 0)
+  config = TransformerConfig(vocab_size=32, hidden_size=16, num_layers=1, num_heads=2, mlp_dim=32, max_positions=16,
+                             dropout_rate=0.3, attention_dropout_rate=0.0)
+  hashed = config.replace(dropout_masks="hash")
+  ids = jnp.asarray([[5, 6, 7, 8, 9, 10, 11, 12]])
+  mask = jnp.ones_like(ids)
+  params = TransformerEncoder(config).init(jax.random.PRNGKey(0), ids, mask)
+  apply = lambda cfg, train, seed=0: TransformerEncoder(cfg, deterministic=not train).apply(  # noqa: E731
+      params, ids, mask, rngs={"dropout": jax.random.PRNGKey(seed)}).sequence
+  np.testing.assert_array_equal(apply(hashed, False), apply(config, False))  # inference: no dropout either way
+  assert not np.allclose(apply(hashed, True), apply(config, True))  # other masks than flax's
+  assert not np.allclose(apply(hashed, True, 1), apply(hashed, True, 2))

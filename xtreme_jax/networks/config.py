@@ -13,6 +13,7 @@ POSITION_STYLES = ("absolute", "roberta")
 # `layers.dot_product_attention`: auto (cudnn on a GPU in bfloat16, else reference), the reference einsum + softmax
 # (the only one with attention-probability dropout), or `jax.nn.dot_product_attention`'s xla / cudnn kernels.
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "xla", "cudnn", "flash")
+DROPOUT_MASKS = ("flax", "hash")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,9 @@ class TransformerConfig:
   (`mlm_head/decoder/kernel`, (hidden, vocab)) instead of the word embeddings.
   `attention_implementation` selects the attention kernel
   (`ATTENTION_IMPLEMENTATIONS`, `layers.dot_product_attention`).
+  `dropout_masks` how the bricks' hidden dropout draws its masks (`layers.hidden_dropout`): 'flax'
+  (`flax.linen.Dropout`'s threefry bits, the numbers of every earlier run) or 'hash' (the flash kernel's counter
+  hash of positions, one seed per call: elementwise, fused into its neighbours by XLA).
   """
 
   vocab_size: int
@@ -52,6 +56,7 @@ class TransformerConfig:
   scan_layers: bool = False
   remat: bool = False
   attention_implementation: str = "auto"
+  dropout_masks: str = "flax"
 
   def __post_init__(self):
     if self.position_style not in POSITION_STYLES:
@@ -63,6 +68,8 @@ class TransformerConfig:
     if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
       raise errors.ConfigError(f"attention_implementation={self.attention_implementation!r}; expected one of "
                                f"{ATTENTION_IMPLEMENTATIONS}")
+    if self.dropout_masks not in DROPOUT_MASKS:
+      raise errors.ConfigError(f"dropout_masks={self.dropout_masks!r}; expected one of {DROPOUT_MASKS}")
     precision_lib.get(self.dtype)
 
   @property

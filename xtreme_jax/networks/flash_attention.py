@@ -71,6 +71,16 @@ def _cdiv(a, b: int):
   return jax.lax.div(a + (b - 1), b)
 
 
+def dropout(seed, x, rate: float):
+  """Dropout of any array with the kernel's masks: element (r, j), r the row over all but the last axis, is kept
+  as `keep_mask` keeps query r's key j (plain elementwise jnp: XLA fuses it into its neighbours)."""
+  if rate == 0.0:
+    return x
+  rows = jax.lax.iota(jnp.int32, math.prod(x.shape[:-1]))
+  keep = keep_mask(row_hashes(seed, jnp.int32(0), rows), jnp.arange(x.shape[-1]), rate).reshape(x.shape)
+  return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros((), x.dtype))
+
+
 def _valid(queries, keys, length, causal: bool):
   valid = keys[None, :] < length
   if causal:

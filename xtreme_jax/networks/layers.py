@@ -147,7 +147,7 @@ class Embeddings(nn.Module):
                          "(veco_assembly.fold_language_embedding) to get a plain encoder")
       x = x + self.language_embeddings(language_ids)
     x = self.layer_norm(x).astype(cfg.compute_dtype)
-    x = self.dropout(x, deterministic=deterministic)
+    x = hidden_dropout(self, cfg, x, deterministic, self.dropout)
     return nn.with_logical_constraint(x, ("batch", "length", "embed"))
 
   def attend(self, x: Array) -> Array:
@@ -182,6 +182,20 @@ class HeadsDense(nn.Module):
     # The bias is added in float32: its gradient, a sum over every token, is then summed in float32 (XLA sums a
     # bfloat16 reduction in bfloat16: 100,000 ones add up to 8,192).
     return (y.astype(jnp.float32) + bias).astype(cfg.compute_dtype)
+
+
+def dropout_seed(module: nn.Module) -> Array:
+  """An int32 seed from `module`'s 'dropout' RNG stream (a new one at every call and every step)."""
+  return jax.lax.bitcast_convert_type(jax.random.bits(module.make_rng("dropout"), (), jnp.uint32), jnp.int32)
+
+
+def hidden_dropout(module: nn.Module, config: TransformerConfig, x: Array, deterministic: bool,
+                   flax_dropout: Optional[nn.Dropout] = None) -> Array:
+  """Dropout at `config.dropout_rate`, its masks as `config.dropout_masks` says: 'flax' calls `flax_dropout` (or a
+  new `nn.Dropout` in `module`, where the bricks always had one), 'hash' `flash_attention.dropout`."""
+  if config.dropout_masks == "hash":
+    return x if deterministic else flash_attention.dropout(dropout_seed(module), x, config.dropout_rate)
+  return (flax_dropout or nn.Dropout(config.dropout_rate))(x, deterministic=deterministic)
 
 
 def attention_implementation(config: TransformerConfig, deterministic: bool) -> str:
@@ -351,7 +365,7 @@ class MultiHeadAttention(nn.Module):
     dropout, seed = None, None
     if dropping and attention_implementation(cfg, False) == "flash" and not decoding and not transposed \
         and key_mask.ndim == 2:
-      seed = jax.lax.bitcast_convert_type(jax.random.bits(self.make_rng("dropout"), (), jnp.uint32), jnp.int32)
+      seed = dropout_seed(self)
     elif dropping:
       drop = nn.Dropout(cfg.attention_dropout_rate)
       dropout = lambda p: drop(p, deterministic=False)  # noqa: E731
@@ -409,7 +423,7 @@ class SelfAttention(nn.Module):
     cfg = self.config
     y = MultiHeadAttention(cfg, self.deterministic, "self" if self.decode else "none", name="attention")(
         x, x, input_mask, causal)
-    y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
+    y = hidden_dropout(self, cfg, y, self.deterministic)
     return _post_ln(cfg, x, y)
 
 
@@ -426,7 +440,7 @@ class CrossAttention(nn.Module):
     del input_mask  # only keys are masked
     y = MultiHeadAttention(cfg, self.deterministic, "cross" if self.decode else "none", name="attention")(
         x, memory, memory_mask)
-    y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
+    y = hidden_dropout(self, cfg, y, self.deterministic)
     return _post_ln(cfg, x, y)
 
 
@@ -443,7 +457,7 @@ class FeedForward(nn.Module):
     h = jax.nn.gelu(h, approximate=False)
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
     y = HeadsDense((cfg.hidden_size,), 1, ("mlp", "embed"), ("embed",), cfg, name="output")(h)
-    y = nn.Dropout(cfg.dropout_rate)(y, deterministic=self.deterministic)
+    y = hidden_dropout(self, cfg, y, self.deterministic)
     return _post_ln(cfg, x, y)
 
 
