@@ -64,6 +64,22 @@ Nothing beyond the GPU image is needed: jax + jaxlib + CUDA plugin, flax, optax,
 transformers, tqdm, etils; no seqio, TensorFlow, gin or clu (the test runs the smoke run with those blocked).
 If a package were missing there, carry it as a wheel (benchmarks/README.md, "device_check.py").
 
+Selection, for a short lease: `--rows` (comma-separated row names as the table writes them, e.g. 'mbert_base
+256x128 adrop 0.1') and `--sides` (of xtreme_jax,hf_eager,torch_compile) restrict the train and predict units (the
+other sections stay unless `--sections` drops them; an unknown name exits 2 with the valid ones); `--attention IMPL`
+sets our `TransformerConfig.attention_implementation` (default: its `auto`), `--label TEXT` tags the run; both go
+in the table's header and the JSON.
+
+Profiles: `--profile DIR` runs, after the timed steps of each train unit of `--profile_rows` (default: the first
+train row that runs), 3 more steps under the profiler (so the timed numbers are untouched): ours under
+`jax.profiler.trace` (its Perfetto JSON: the kernels on the GPU's stream tracks; on a CPU the host XLA op events),
+HF / torch.compile under `torch.profiler` (`key_averages()`: self CUDA time per kernel; on a CPU self CPU time per
+op). Per unit: the top 25 kernels (us/step, share of the summed kernel time, count), the summed and the busy (union)
+time per step and the number of distinct kernels, in the JSON (`profiles`), DIR/profile_summary.json and a block
+under the table (top 12); our optimized HLO (DIR/<row>_xtreme_jax_hlo.txt.gz) and trace (..._trace.json.gz, if
+under 12 MB). A failing profiler only skips the profile (a one-line reason; the worker saves the timed result
+first, so even a crash while profiling keeps it).
+
 `--smoke` (CPU, the test): tiny shapes (hidden 32, 2 layers, vocabulary 128), one train and predict row per
 model (mbert_base 4 x 16 with attention dropout 0.1, XLM-R 2 x 32 with 0), every section and both frameworks,
 torch.compile with the `aot_eager` backend (dynamo + AOTAutograd, no inductor C++ build), MFU against a nominal
@@ -73,12 +89,15 @@ torch.compile with the `aot_eager` backend (dynamo + AOTAutograd, no inductor C+
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import gc
+import gzip
 import json
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -152,6 +171,25 @@ ESTIMATES = {
 }
 WORKER_START_ESTIMATE = {"jax": 10, "torch": 15, "probe": 0, "jax2": 10}
 RESERVE_S, GRACE_S = 8.0, 20.0
+# --profile: steps run under the profiler after the timed ones, kernels kept / printed, the largest trace copied,
+# and the extra seconds a profiled unit is guessed to need.
+PROFILE_STEPS, PROFILE_TOP, PROFILE_PRINT, PROFILE_TRACE_MAX_BYTES, PROFILE_ESTIMATE_S = 3, 25, 12, 12 << 20, 15.0
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _attention_choices() -> tuple | None:
+  """`ATTENTION_IMPLEMENTATIONS` read from xtreme_jax/networks/config.py as text (the parent imports no framework);
+  None (any string accepted, the model validates it) if it cannot be read."""
+  try:
+    with open(os.path.join(ROOT, "xtreme_jax", "networks", "config.py")) as f:
+      m = re.search(r"^ATTENTION_IMPLEMENTATIONS\s*=\s*(\([^)]*\))", f.read(), re.M)
+    choices = ast.literal_eval(m.group(1)) if m else None
+    return tuple(choices) if choices and all(isinstance(c, str) for c in choices) else None
+  except (OSError, ValueError, SyntaxError):
+    return None
+
+
+ATTENTION_CHOICES = _attention_choices()
 
 
 def shapes(args) -> tuple[dict, list, dict, dict]:
@@ -212,6 +250,159 @@ def timing(times: list[float], warmup: int) -> dict:
           "first_s": times[0], "times_s": times}
 
 
+# -- kernel profiles (--profile) ----------------------------------------------------
+
+
+def safe_name(text: str) -> str:
+  return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
+def busy_us(intervals) -> float:
+  """Length of the union of (start, end) intervals: the time anything ran."""
+  total, end = 0.0, -math.inf
+  for a, b in sorted(intervals):
+    if b > end:
+      total += b - max(a, end)
+      end = b
+  return total
+
+
+def op_summary(totals: dict, busy: float, steps: int, step_s: float | None, source: str) -> dict:
+  """{name: [total us, count, detail]} over `steps` steps -> per step, top PROFILE_TOP by time, shares of the sum."""
+  total = sum(t for t, _, _ in totals.values())
+  top = sorted(totals.items(), key=lambda kv: -kv[1][0])[:PROFILE_TOP]
+  return {"source": source, "steps": steps, "n_kernels": len(totals), "n_events": sum(c for _, c, _ in totals.values()),
+          "total_us_per_step": total / steps, "busy_us_per_step": busy / steps,
+          "step_us_timed": None if step_s is None else 1e6 * step_s,
+          "top": [dict({"name": name, "us_per_step": t / steps, "share": t / total if total else 0.0, "count": c,
+                        "count_per_step": c / steps}, **({"hlo_op": d} if d and d != name else {}))
+                  for name, (t, c, d) in top]}
+
+
+# Lines of a device plane that XProf derives from the stream kernels (or annotates them with): never summed.
+DERIVED_LINES = ("XLA Ops", "XLA Modules", "Steps", "Framework", "TensorFlow", "Source", "Launch", "XLA TraceMe",
+                 "Async XLA Ops", "Host Offload")
+
+
+def trace_records(trace: dict) -> tuple[list, str]:
+  """The kernel events of a trace-viewer / Perfetto JSON trace (jax.profiler's), as (pid, tid, name, ts, dur, args),
+  only the innermost of nested ones. On a GPU: the 'X' events of the device processes ('/device:GPU:0' ...) on
+  their stream tracks; with no device process (CPU): the host events of XLA ops (those carrying an `hlo_op`)."""
+  processes, threads = {}, {}
+  for e in trace.get("traceEvents", []):
+    if e.get("ph") == "M" and e.get("name") == "process_name":
+      processes[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
+    elif e.get("ph") == "M" and e.get("name") == "thread_name":
+      threads[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name", ""))
+  devices = {pid for pid, name in processes.items() if "/device:" in name or "Stream" in name}
+  with_streams = {pid for (pid, _), name in threads.items() if pid in devices and "Stream" in name}
+
+  def wanted(e) -> bool:
+    if e.get("ph") != "X" or "dur" not in e or "ts" not in e:
+      return False
+    pid = e.get("pid")
+    if devices:  # the stream tracks if the process has some, else all but the derived lines
+      line = threads.get((pid, e.get("tid")), "")
+      return pid in devices and ("Stream" in line if pid in with_streams
+                                 else not any(d in line for d in DERIVED_LINES))
+    return "hlo_op" in (e.get("args") or {}) and not str(e.get("name", "")).startswith("end: ")
+
+  events = [(e.get("pid"), e.get("tid"), str(e.get("name", "")), float(e["ts"]), float(e["dur"]), e.get("args") or {})
+            for e in trace.get("traceEvents", []) if wanted(e)]
+  source = ("kernels on the streams of " + ", ".join(sorted(processes[p] for p in devices)) if devices
+            else "host XLA ops (no device track)")
+  return _innermost(events), source
+
+
+def _innermost(events: list) -> list:
+  """Drops every event that contains another one of its track (a while loop's thunk around its body's)."""
+  tracks = collections.defaultdict(list)
+  for e in events:
+    tracks[(e[0], e[1])].append(e)
+  out, eps = [], 1e-3
+  for evs in tracks.values():
+    evs.sort(key=lambda e: (e[3], -e[4]))
+    parent, stack = [False] * len(evs), []
+    for i, e in enumerate(evs):
+      while stack and evs[stack[-1]][3] + evs[stack[-1]][4] <= e[3] + eps:
+        stack.pop()
+      if stack and e[3] + e[4] <= evs[stack[-1]][3] + evs[stack[-1]][4] + eps:
+        parent[stack[-1]] = True
+      stack.append(i)
+    out += [e for i, e in enumerate(evs) if not parent[i]]
+  return out
+
+
+def xplane_trace(path: str) -> dict:
+  """An .xplane.pb (jax.profiler's own protobuf) as the trace-viewer JSON `trace_records` reads: a plane is a
+  process, a line a thread (jax._src.profiler.ProfileData, the documented reader of jax.profiler.trace's output)."""
+  from jax._src.profiler import ProfileData
+  events = []
+  for pid, plane in enumerate(ProfileData.from_file(path).planes):
+    events.append({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": plane.name}})
+    for tid, line in enumerate(plane.lines):
+      events.append({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": line.name}})
+      for e in line.events:
+        events.append({"ph": "X", "pid": pid, "tid": tid, "name": e.name, "ts": e.start_ns / 1e3,
+                       "dur": e.duration_ns / 1e3, "args": dict(e.stats)})
+  return {"traceEvents": events}
+
+
+def jax_trace_summary(log_dir: str, steps: int, step_s: float | None) -> tuple[dict, str | None]:
+  """The summary of the trace jax.profiler.trace wrote under `log_dir` (its Perfetto JSON, else the trace-viewer
+  JSON, else the xplane protobuf), and the path of the Perfetto file (None if there is none)."""
+  found = {}
+  for root, _, files in os.walk(log_dir):
+    for name in files:
+      for kind in ("perfetto_trace.json.gz", ".trace.json.gz", ".xplane.pb"):
+        if name.endswith(kind):
+          found.setdefault(kind, os.path.join(root, name))
+  perfetto = found.get("perfetto_trace.json.gz")
+  records, source, tried = [], "", []
+  for kind in ("perfetto_trace.json.gz", ".trace.json.gz", ".xplane.pb"):
+    if kind not in found:
+      continue
+    if kind == ".xplane.pb":
+      trace = xplane_trace(found[kind])
+    else:
+      with gzip.open(found[kind], "rt") as f:
+        trace = json.load(f)
+    records, source = trace_records(trace)
+    tried.append(os.path.basename(found[kind]))
+    if records:
+      break
+  if not records:
+    raise RuntimeError(f"no kernel events in the trace (files: {tried or 'none'})")
+  totals = {}
+  for _, _, name, _, dur, args in records:
+    t = totals.setdefault(name, [0.0, 0, args.get("hlo_op")])
+    t[0] += dur
+    t[1] += 1
+  busy = busy_us([(ts, ts + dur) for _, _, _, ts, dur, _ in records])
+  return op_summary(totals, busy, steps, step_s, f"jax.profiler {tried[-1]}, {source}"), perfetto
+
+
+def profile_text(report: dict) -> list[str]:
+  """The compact block printed under the table: per profiled unit, its top PROFILE_PRINT kernels."""
+  out, order = [], {side: i for i, side in enumerate(SIDES["train"])}
+  profiles = report.get("profiles", {})
+  for uid in sorted(profiles, key=lambda u: (u.rsplit("/", 1)[0], order.get(u.rsplit("/", 1)[-1], 9))):
+    prof = profiles[uid]
+    if "top" not in prof:
+      out += ["", f"profile {uid}: skipped ({prof.get('skipped', 'no summary')})"]
+      continue
+    step = prof.get("step_us_timed")
+    out.append("")
+    out.append(f"profile {uid}: {prof['n_kernels']} kernels, {prof['total_us_per_step']:.0f} us/step summed, "
+               f"{prof['busy_us_per_step']:.0f} us busy" + (f" (timed step {step:.0f} us)" if step else "")
+               + f"; {prof['source']}")
+    out.append(f"  {'us/step':>10} {'%':>6} {'n/step':>7}  [hlo op:] kernel / op")
+    for k in prof["top"][:PROFILE_PRINT]:
+      name = f"{k['hlo_op']}: {k['name']}" if k.get("hlo_op") else k["name"]
+      out.append(f"  {k['us_per_step']:>10.1f} {100 * k['share']:>6.1f} {k['count_per_step']:>7.4g}  {name[:70]}")
+  return out
+
+
 # -- xtreme-jax worker -----------------------------------------------------------
 
 
@@ -251,6 +442,10 @@ class JaxSide:
     from xtreme_jax.networks.config import TransformerConfig
     spec = shapes(self.args)[0][unit["model"]]
     fields = {k: v for k, v in spec.items() if k != "scan_layers"}
+    if self.args.attention:
+      fields["attention_implementation"] = self.args.attention
+    if self.args.dropout_masks:
+      fields["dropout_masks"] = self.args.dropout_masks
     config = TransformerConfig(**fields, dropout_rate=DROPOUT, attention_dropout_rate=unit["attn_dropout"],
                                dtype=self.args.dtype, scan_layers=spec["scan_layers"],
                                remat=unit["model"] == "xlmr_large" and self.args.xlmr_remat)
@@ -306,14 +501,48 @@ class JaxSide:
           loss = metrics["loss"].block_until_ready()
           times.append(time.perf_counter() - t)
           losses.append(float(loss))
+        after = self.cache_counts()
+        result = {**timing(times, warmup), "init_state_s": init_s, "lower_s": lower_s, "compile_s": compile_s,
+                  "losses": losses, "n_params": n_params, "n_params_non_embedding": n_params - n_embed,
+                  "attention": layers.attention_implementation(model.config, deterministic=False),
+                  "compute_dtype": f"{args.dtype} policy", **{k: after[k] - before[k] for k in after},
+                  **self._memory()}
+        if unit.get("profile"):
+          save_timed(unit, result)
+          result["profile"], state = self._profile_train(unit, compiled, state, placed, numbers,
+                                                         statistics.median(times[warmup:]))
         del state, compiled, lowered
       finally:
         trainer.close()
-    after = self.cache_counts()
-    return {**timing(times, warmup), "init_state_s": init_s, "lower_s": lower_s, "compile_s": compile_s,
-            "losses": losses, "n_params": n_params, "n_params_non_embedding": n_params - n_embed,
-            "attention": layers.attention_implementation(model.config, deterministic=False),
-            "compute_dtype": f"{args.dtype} policy", **{k: after[k] - before[k] for k in after}, **self._memory()}
+    return result
+
+  def _profile_train(self, unit, compiled, state, placed, numbers, step_s: float):
+    """PROFILE_STEPS more steps under jax.profiler.trace (after the timed ones): the kernel summary, the optimized
+    HLO (gzipped) and the Perfetto trace (if small) in --profile's folder. Any failure: a one-line reason."""
+    jax, t = self.jax, time.perf_counter()
+    prefix = os.path.join(self.args.profile, f"{safe_name(unit['row'])}_xtreme_jax")
+    files = {}
+    try:
+      os.makedirs(self.args.profile, exist_ok=True)
+      with gzip.open(f"{prefix}_hlo.txt.gz", "wt") as f:
+        f.write(compiled.as_text())
+      files["hlo"] = f"{prefix}_hlo.txt.gz"
+      with tempfile.TemporaryDirectory(prefix="device_check_trace_") as log_dir:
+        with jax.profiler.trace(log_dir, create_perfetto_trace=True):
+          for _ in range(PROFILE_STEPS):
+            state, metrics = compiled(state, placed, numbers)
+          jax.block_until_ready((state, metrics))
+        summary, perfetto = jax_trace_summary(log_dir, PROFILE_STEPS, step_s)
+        if perfetto and os.path.getsize(perfetto) <= PROFILE_TRACE_MAX_BYTES:
+          shutil.copyfile(perfetto, f"{prefix}_trace.json.gz")
+          files["trace"] = f"{prefix}_trace.json.gz"
+        elif perfetto:
+          files["trace"] = f"not copied: {os.path.getsize(perfetto) / 2**20:.0f} MB"
+    except Exception as e:  # the timed numbers stand; the profile is only skipped
+      progress(f"{unit['id']}: profile skipped: {type(e).__name__}: {e}")
+      return {"skipped": f"{type(e).__name__}: {e}"[:300], "files": files}, state
+    progress(f"{unit['id']}: profiled {PROFILE_STEPS} steps in {time.perf_counter() - t:.1f} s")
+    return {**summary, "files": files, "profile_s": time.perf_counter() - t}, state
 
   def predict(self, unit) -> dict:
     """The Trainer's jitted predict step (logits, no dropout) lowered and compiled ahead, then timed calls."""
@@ -545,8 +774,43 @@ class TorchSide:
            "n_params_non_embedding": n_params - n_embed, "attention": model.config._attn_implementation,
            "optimizer": "AdamW fused" if compiled else "AdamW (default)", **self._compile_info(compiled),
            "compute_dtype": "bfloat16 autocast" if self.args.dtype == "bfloat16" else "float32", **self._memory()}
+    if unit.get("profile"):
+      save_timed(unit, out)
+      out["profile"] = self._profile_train(unit, step, statistics.median(times[unit["warmup"]:]))
     del model, optimizer, batch
     return out
+
+  def _profile_train(self, unit, step, step_s: float) -> dict:
+    """PROFILE_STEPS more steps under torch.profiler (after the timed ones): per kernel its self device time (CUDA;
+    on a CPU its self CPU time) from key_averages(). Any failure: a one-line reason."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    t, cuda = time.perf_counter(), self.device.type == "cuda"
+    try:
+      activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+      self.sync()
+      with profile(activities=activities) as prof:
+        for _ in range(PROFILE_STEPS):
+          step()
+        self.sync()
+      want = DeviceType.CUDA if cuda else DeviceType.CPU
+      totals = {}
+      for e in prof.key_averages():
+        if e.device_type == want:
+          us = ((e.self_device_time_total if hasattr(e, "self_device_time_total") else e.self_cuda_time_total)
+                if cuda else e.self_cpu_time_total)
+          totals[e.key] = [float(us), int(e.count), None]
+      if not totals:
+        raise RuntimeError(f"no {want.name} events in the profile")
+      busy = busy_us([(e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == want])
+      source = ("torch.profiler, CUDA kernels (self device time)" if cuda
+                else "torch.profiler, CPU ops (self CPU time; no device)")
+      summary = op_summary(totals, busy, PROFILE_STEPS, step_s, source)
+    except Exception as e:  # the timed numbers stand; the profile is only skipped
+      progress(f"{unit['id']}: profile skipped: {type(e).__name__}: {e}")
+      return {"skipped": f"{type(e).__name__}: {e}"[:300]}
+    progress(f"{unit['id']}: profiled {PROFILE_STEPS} steps in {time.perf_counter() - t:.1f} s")
+    return {**summary, "profile_s": time.perf_counter() - t}
 
   def predict(self, unit) -> dict:
     torch = self.torch
@@ -632,6 +896,12 @@ class TorchSide:
     return out_info
 
 
+def save_timed(unit: dict, result: dict) -> None:
+  """The unit's result before its profile runs: the parent takes it should the worker die or hang profiling."""
+  if unit.get("_timed"):
+    _write_json(unit["_timed"], {**result, "wall_s": time.perf_counter() - unit["_t0"], "peak_rss_gib": peak_rss_gib()})
+
+
 def worker_main(args) -> int:
   """A worker: imports its framework, writes ready.json, then runs one unit per stdin line ({unit, out})."""
   if args._worker == "torch":
@@ -646,6 +916,7 @@ def worker_main(args) -> int:
     msg = json.loads(line)
     unit = msg["unit"]
     t = time.perf_counter()
+    unit.update(_timed=f"{msg['out']}.timed", _t0=t)
     try:
       result = getattr(side, unit["kind"])(unit)
     except Exception as e:  # report it and carry on with the next unit
@@ -686,11 +957,20 @@ class Worker:
       with open(path) as f:
         return json.load(f)
     if self.proc.poll() is not None:
-      return {"error": f"the {self.kind} worker exited with status {self.proc.returncode}"}
+      return self._timed(path, f"the {self.kind} worker exited with status {self.proc.returncode}")
     if time.perf_counter() > deadline:
       self.kill()
-      return {"error": f"killed: still running {GRACE_S:.0f} s after the time budget"}
+      return self._timed(path, f"killed: still running {GRACE_S:.0f} s after the time budget")
     return None
+
+  def _timed(self, path: str, error: str) -> dict:
+    """The error, or the timed result the worker saved before profiling (then the profile is what failed)."""
+    if not os.path.exists(f"{path}.timed"):
+      return {"error": error}
+    with open(f"{path}.timed") as f:
+      result = json.load(f)
+    result["profile"] = {"skipped": f"while profiling: {error}"}
+    return result
 
   def ready(self, deadline: float) -> dict:
     path = os.path.join(self.dir, "ready.json")
@@ -745,6 +1025,11 @@ def plan(args) -> list[dict]:
   units = []
 
   def add(section, row, side, worker, kind, pass_, **kw):
+    if section in ("train", "predict") and ((args.rows is not None and row not in args.rows)
+                                            or side not in args.sides):
+      return
+    if section == "train" and args.profile and row in args.profile_rows:
+      kw["profile"] = True
     if pass_ in args.passes and section in sections:
       units.append({"id": f"{section}/{row}/{side}", "section": section, "row": row, "side": side, "pass": pass_,
                     "worker": worker, "kind": kind, "warmup": warmup, "steps": steps, **kw})
@@ -753,7 +1038,8 @@ def plan(args) -> list[dict]:
   model, batch, seq, drop, _ = train_rows[0]
   cold = row_name(model, batch, seq)
   probe = dict(model=model, batch=batch, seq=seq, attn_dropout=drop, warmup=0, steps=1)
-  runs_first_train_row = "train" in sections and 1 in args.passes
+  runs_first_train_row = ("train" in sections and 1 in args.passes and "xtreme_jax" in args.sides
+                          and (args.rows is None or row_name(*train_rows[0][:4]) in args.rows))
   if not runs_first_train_row:
     add("compile", cold, "cold", "jax", "train", 1, cold_row=cold, **probe)
   cold_id = f"compile/{cold}/cold" if not runs_first_train_row else f"train/{row_name(*train_rows[0][:4])}/xtreme_jax"
@@ -862,8 +1148,11 @@ def table(report: dict, args) -> str:
   dev = report["device"]
   peak = report["peak_tflops"]
   peak_text = "no peak" if peak is None else f"peak {peak:g} TFLOP/s"
+  extra = (f", attention {args.attention}" if args.attention else "") + (
+      f", dropout masks {args.dropout_masks}" if args.dropout_masks else "") + (
+      f", label: {args.label}" if args.label else "")
   out.append(f"== device check{' (SMOKE: tiny shapes, CPU)' if args.smoke else ''}: {dev.get('name')}, "
-             f"{peak_text} ({report['peak_source']}), {args.dtype}, wall {report['wall_s']:.0f} s ==")
+             f"{peak_text} ({report['peak_source']}), {args.dtype}{extra}, wall {report['wall_s']:.0f} s ==")
   sections = report["sections"]
   for section, title in (("train", "train step"), ("predict", "predict (forward only)")):
     if section not in sections:
@@ -940,6 +1229,7 @@ def table(report: dict, args) -> str:
              for side, r in row["sides"].items() if "error" in r]
   out.append("")
   out += [textwrap.fill(line, 120, subsequent_indent="  ") for line in footer]
+  out += profile_text(report)
   if args.json:
     out.append(f"wrote {args.json}")
   return "\n".join(out)
@@ -979,7 +1269,13 @@ def run(args, argv: list[str]) -> int:
   report = {"command": " ".join([os.path.basename(sys.executable)] + sys.argv), "smoke": args.smoke,
             "budget_s": args.budget_s, "run_dir": run_dir, "device": {}, "versions": versions(), "workers": {},
             "peak_tflops": None, "peak_source": None, "flop_formula": FLOP_FORMULA, "sections": {}, "skipped": {},
-            "notes": [], "load_average_start": loadavg(), "wall_s": 0.0}
+            "notes": [], "load_average_start": loadavg(), "wall_s": 0.0, "label": args.label,
+            "attention_implementation": args.attention or "auto (the config's default)",
+            "dropout_masks": args.dropout_masks or "the config's default",
+            "selection": {"rows": args.rows, "sides": args.sides}}
+  if args.profile:
+    os.makedirs(args.profile, exist_ok=True)
+    report.update(profile_dir=args.profile, profile_rows=args.profile_rows, profiles={})
   models, _, decode, mining = shapes(args)
   report["shapes"] = {"models": models, "decode": decode, "mining": mining}
   workers: dict[str, Worker] = {}
@@ -1043,6 +1339,7 @@ def run(args, argv: list[str]) -> int:
     left = deadline - time.perf_counter() - RESERVE_S
     need = measured.get(estimate_key(unit), ESTIMATES.get(estimate_key(unit), 30.0))
     need += 0 if running else WORKER_START_ESTIMATE[kind]
+    need += PROFILE_ESTIMATE_S if unit.get("profile") else 0
     if need > left and args.guard:
       why = f"budget: needs ~{need:.0f} s, {max(left, 0):.0f} s left"
       row["sides"][unit["side"]] = {"skipped": why}
@@ -1056,6 +1353,14 @@ def run(args, argv: list[str]) -> int:
   def finish(unit: dict, w: Worker | None, info: dict, result: dict) -> None:
     if unit["worker"] == "probe" and w is not None:
       w.close()
+    profile = result.pop("profile", None)
+    if unit.get("profile"):
+      report["profiles"][unit["id"]] = profile or {"skipped": f"the unit failed: {result.get('error', '?')[:200]}"}
+      try:
+        _write_json(os.path.join(args.profile, "profile_summary.json"),
+                    {k: report[k] for k in ("label", "attention_implementation", "device", "versions", "profiles")})
+      except OSError as e:
+        report["notes"].append(f"could not write profile_summary.json: {e}")
     if "error" not in result:
       measured[estimate_key(unit)] = result["wall_s"]
     else:
@@ -1150,6 +1455,19 @@ def parse_args(argv=None):
   p.add_argument("--torch_attn", choices=("sdpa", "eager"), default="sdpa")
   p.add_argument("--xlmr_remat", action="store_true", help="our XLM-R large with remat (xlmr_large.gin's setting)")
   p.add_argument("--cache_dir", help="JAX persistent compilation cache (default: a fresh folder: a cold start)")
+  p.add_argument("--rows", metavar="NAMES", help="comma-separated train / predict rows to run, named as in the "
+                 "table (e.g. 'mbert_base 256x128 adrop 0.1'); default all (other sections unaffected)")
+  p.add_argument("--sides", default=",".join(SIDES["train"]),
+                 help=f"comma-separated train / predict sides to run (default {','.join(SIDES['train'])})")
+  p.add_argument("--attention", metavar="IMPL", help="our TransformerConfig(attention_implementation=IMPL) "
+                 f"({', '.join(ATTENTION_CHOICES or ('any',))}; default: the config's, auto)")
+  p.add_argument("--dropout_masks", choices=("flax", "hash"),
+                 help="our TransformerConfig(dropout_masks=...) for the hidden dropout (default: the config's)")
+  p.add_argument("--label", metavar="TEXT", help="a label for this run, in the table's header and the JSON")
+  p.add_argument("--profile", metavar="DIR", help=f"after the timed steps of the --profile_rows train units, "
+                 f"{PROFILE_STEPS} steps under the profiler: kernel summaries (JSON, table), our HLO and trace in DIR")
+  p.add_argument("--profile_rows", metavar="NAMES", help="comma-separated train rows to profile (default: the first "
+                 "train row that runs)")
   p.add_argument("--_worker", choices=("jax", "torch"), help=argparse.SUPPRESS)
   p.add_argument("--_dir", help=argparse.SUPPRESS)
   p.add_argument("--_serial", action="store_true", help=argparse.SUPPRESS)
@@ -1164,7 +1482,36 @@ def parse_args(argv=None):
     args.budget_s = 900.0 if args.smoke else 440.0
   if args.steps < 1 or args.warmup < 1:
     p.error("--steps and --warmup must be >= 1")
+  select(p, args)
   return args
+
+
+def select(p: argparse.ArgumentParser, args) -> None:
+  """--rows, --sides, --attention, --profile(_rows) checked and parsed; an unknown name: one line, exit 2."""
+  def names(text):
+    return list(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+
+  def check(flag, given, valid):
+    bad = [x for x in given if x not in valid]
+    if bad:
+      p.exit(2, f"{p.prog}: unknown {flag} {', '.join(map(repr, bad))}; valid: {', '.join(map(repr, valid))}\n")
+
+  train = [row_name(m, b, s, d) for m, b, s, d, _ in shapes(args)[1]]
+  rows = train + [row_name(m, b, s) for m, b, s, _ in predict_rows(args)]
+  args.rows = None if args.rows is None else names(args.rows)
+  if args.rows is not None:
+    check("--rows", args.rows, rows)
+  args.sides = names(args.sides)
+  check("--sides", args.sides, SIDES["train"])
+  if args.attention is not None and ATTENTION_CHOICES:
+    check("--attention", [args.attention], ATTENTION_CHOICES)
+  if args.profile_rows is not None:
+    args.profile_rows = names(args.profile_rows)
+    check("--profile_rows", args.profile_rows, train)
+  else:
+    args.profile_rows = [r for r in train if args.rows is None or r in args.rows][:1]
+  if args.profile:
+    args.profile = os.path.abspath(args.profile)
 
 
 def main(argv=None) -> int:
