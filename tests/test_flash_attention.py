@@ -60,8 +60,19 @@ def test_masks_keep_one_minus_rate_change_with_the_seed_and_not_with_the_block_s
   assert fa.keep_mask(rows, jnp.arange(8), 0.0).all()
 
 
-def test_kernels_lower_to_triton_for_a_gpu():
-  """The forward and both backward kernels pass Pallas' Triton lowering (what a GPU compiles), from this CPU."""
+def test_kernels_lower_to_valid_triton_modules_for_a_gpu(monkeypatch):
+  """The forward and both backward kernels pass Pallas' Triton lowering (what a GPU compiles), from this CPU, and
+  each module passes MLIR's verifier (a GPU rejects one that does not: 'scf.for' bounds of two integer types)."""
+  from jax._src.pallas.triton import pallas_call_registration as registration
+  lower, verified = registration.lowering.lower_jaxpr_to_triton_module, []
+
+  def lower_and_verify(*args, **kwargs):
+    result = lower(*args, **kwargs)
+    result.module.operation.verify()  # raises on an invalid module
+    verified.append(result)
+    return result
+
+  monkeypatch.setattr(registration.lowering, "lower_jaxpr_to_triton_module", lower_and_verify)
   shape = jax.ShapeDtypeStruct((2, 128, 2, 64), jnp.bfloat16)
 
   def step(q, k, v, lengths, seed):
@@ -75,6 +86,7 @@ def test_kernels_lower_to_triton_for_a_gpu():
   text = exported.mlir_module()
   for kernel in ("flash_attention_forward", "flash_attention_dkdv", "flash_attention_dq"):
     assert f'name = "{kernel}"' in text
+  assert len(verified) == 3
 
 
 def test_the_model_runs_the_kernel_when_configured():

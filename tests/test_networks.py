@@ -52,7 +52,7 @@ def test_fused_attention_equals_the_reference_for_every_mask_kind(kind):
     np.testing.assert_allclose(reference[1, 5], jnp.einsum("hk,khd->hd", weights, v[1, :3]), rtol=1e-5)
 
 
-def test_attention_dropout_runs_the_reference_path_and_fused_kernels_otherwise(monkeypatch):
+def test_attention_dropout_runs_flash_or_the_reference_path_and_fused_kernels_otherwise(monkeypatch):
   assert attention_implementation(TINY, deterministic=False) == "reference"  # attention dropout 0.1 in training
   assert attention_implementation(TINY, deterministic=True) == "reference"  # auto on CPU
   no_dropout = TINY.replace(attention_dropout_rate=0.0)
@@ -60,7 +60,8 @@ def test_attention_dropout_runs_the_reference_path_and_fused_kernels_otherwise(m
   monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
   assert attention_implementation(no_dropout.replace(dtype="bfloat16"), deterministic=True) == "cudnn"
   assert attention_implementation(no_dropout, deterministic=True) == "reference"  # cuDNN needs bf16 / fp16
-  assert attention_implementation(TINY.replace(dtype="bfloat16"), deterministic=False) == "reference"  # dropout
+  assert attention_implementation(TINY.replace(dtype="bfloat16"), deterministic=False) == "flash"  # dropout
+  assert attention_implementation(TINY.replace(attention_implementation="cudnn"), deterministic=False) == "reference"
   with pytest.raises(errors.ConfigError, match="attention_implementation='flash2'; expected one of"):
     TINY.replace(attention_implementation="flash2")
 

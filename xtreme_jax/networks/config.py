@@ -33,9 +33,9 @@ class TransformerConfig:
   (`mlm_head/decoder/kernel`, (hidden, vocab)) instead of the word embeddings.
   `attention_implementation` selects the attention kernel
   (`ATTENTION_IMPLEMENTATIONS`, `layers.dot_product_attention`).
-  `dropout_masks` how the bricks' hidden dropout draws its masks (`layers.hidden_dropout`): 'flax'
-  (`flax.linen.Dropout`'s threefry bits, the numbers of every earlier run) or 'hash' (the flash kernel's counter
-  hash of positions, one seed per call: elementwise, fused into its neighbours by XLA).
+  `dropout_masks` how the bricks' hidden dropout draws its masks (`layers.hidden_dropout`): 'flax' (the
+  default: `flax.linen.Dropout`'s threefry bits) or 'hash' (the flash kernel's counter hash of positions, one
+  seed per call, elementwise, fused by XLA into its neighbours).
   """
 
   vocab_size: int

@@ -154,8 +154,9 @@ def _dkdv_kernel(seed_ref, length_ref, q_ref, k_ref, v_ref, do_ref, lse_ref, del
     dk = dk + plgpu.dot(ds.astype(q.dtype), q, trans_a=True)
     return dk, dv
 
-  first = jax.lax.div(kb * block_k, block_q) if causal else 0
-  last = jnp.where(kb * block_k < length, queries_total // block_q, first)  # a block of padding: no gradient
+  first = jax.lax.div(kb * block_k, block_q) if causal else jnp.int32(0)
+  # A block of padding gets no gradient. (Bounds of one int32 type: Triton's scf.for wants the same type.)
+  last = jnp.where(kb * block_k < length, jnp.int32(queries_total // block_q), first)
   zeros = jnp.zeros((block_k, k.shape[-1]), jnp.float32)
   dk, dv = jax.lax.fori_loop(first, last, body, (zeros, zeros))
   dk_ref[...] = dk.astype(dk_ref.dtype)

@@ -9,7 +9,7 @@ token_types, languages`); `xtreme_jax.training.partitioning` maps them to mesh a
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import flax.linen as nn
 import jax
@@ -162,6 +162,10 @@ class HeadsDense(nn.Module):
   Same parameters as `nn.DenseGeneral` (`kernel`: input dims + `features`,
   `bias`: `features`). flax's DenseGeneral initialises a flattened kernel and
   reshapes it, which breaks logical-axis constraints under an active mesh.
+
+  `activation` (elementwise) follows the bias under `jax.checkpoint`: the backward pass recomputes bias and
+  activation from the matmul's output, so the forward writes one tensor (the activation) where autodiff would
+  keep its intermediates too (three [tokens, mlp] tensors for the erf GELU). The numbers are the same.
   """
 
   features: tuple
@@ -169,6 +173,7 @@ class HeadsDense(nn.Module):
   kernel_axes: tuple
   bias_axes: tuple
   config: TransformerConfig
+  activation: Optional[Callable[[Array], Array]] = None
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -181,7 +186,10 @@ class HeadsDense(nn.Module):
     y = jax.lax.dot_general(x, kernel, ((contract, tuple(range(self.in_dims))), ((), ())))
     # The bias is added in float32: its gradient, a sum over every token, is then summed in float32 (XLA sums a
     # bfloat16 reduction in bfloat16: 100,000 ones add up to 8,192).
-    return (y.astype(jnp.float32) + bias).astype(cfg.compute_dtype)
+    add_bias = lambda y, bias: (y.astype(jnp.float32) + bias).astype(cfg.compute_dtype)  # noqa: E731
+    if self.activation is None:
+      return add_bias(y, bias)
+    return jax.checkpoint(lambda y, bias: self.activation(add_bias(y, bias)))(y, bias)
 
 
 def dropout_seed(module: nn.Module) -> Array:
@@ -191,8 +199,8 @@ def dropout_seed(module: nn.Module) -> Array:
 
 def hidden_dropout(module: nn.Module, config: TransformerConfig, x: Array, deterministic: bool,
                    flax_dropout: Optional[nn.Dropout] = None) -> Array:
-  """Dropout at `config.dropout_rate`, its masks as `config.dropout_masks` says: 'flax' calls `flax_dropout` (or a
-  new `nn.Dropout` in `module`, where the bricks always had one), 'hash' `flash_attention.dropout`."""
+  """Dropout at `config.dropout_rate` with `config.dropout_masks`: 'flax' calls `flax_dropout` (or a new
+  `nn.Dropout` in `module`, where the bricks always had one), 'hash' `flash_attention.dropout`."""
   if config.dropout_masks == "hash":
     return x if deterministic else flash_attention.dropout(dropout_seed(module), x, config.dropout_rate)
   return (flax_dropout or nn.Dropout(config.dropout_rate))(x, deterministic=deterministic)
@@ -201,16 +209,18 @@ def hidden_dropout(module: nn.Module, config: TransformerConfig, x: Array, deter
 def attention_implementation(config: TransformerConfig, deterministic: bool) -> str:
   """The kernel `dot_product_attention` runs. `flash` (`networks.flash_attention`, the one fused kernel with
   attention-probability dropout) runs as configured, dropout or not; while dropout is active every other choice
-  runs `reference` (the other fused kernels have none). `auto`: cuDNN's fused kernel on a GPU in bfloat16, the
-  reference elsewhere (on CPU and TPU, XLA compiles both to the same einsum + softmax + einsum; the reference
-  compiles faster here, about 20%, and keeps the numbers of earlier runs)."""
+  runs `reference` (the other fused kernels have none). `auto`: on a GPU in bfloat16, flash while attention
+  dropout is active and cuDNN's fused kernel otherwise; the reference elsewhere (on CPU and TPU, XLA compiles
+  both to the same einsum + softmax + einsum; the reference compiles faster here, about 20%, and keeps the numbers
+  of earlier runs)."""
+  dropping = not deterministic and config.attention_dropout_rate > 0
+  if config.attention_implementation == "auto":
+    if jax.default_backend() == "gpu" and config.dtype == "bfloat16":
+      return "flash" if dropping else "cudnn"
+    return "reference"
   if config.attention_implementation == "flash":
     return "flash"
-  if not deterministic and config.attention_dropout_rate > 0:
-    return "reference"
-  if config.attention_implementation == "auto":
-    return "cudnn" if jax.default_backend() == "gpu" and config.dtype == "bfloat16" else "reference"
-  return config.attention_implementation
+  return "reference" if dropping else config.attention_implementation
 
 
 def dot_product_attention(config: TransformerConfig, q: Array, k: Array, v: Array, key_mask: Array, causal: bool,
@@ -444,6 +454,11 @@ class CrossAttention(nn.Module):
     return _post_ln(cfg, x, y)
 
 
+def gelu(x: Array) -> Array:
+  """The exact (erf) GELU of BERT and XLM-R."""
+  return jax.nn.gelu(x, approximate=False)
+
+
 class FeedForward(nn.Module):
   """Post-LN position-wise feed-forward sub-layer with exact (erf) GELU."""
 
@@ -453,8 +468,7 @@ class FeedForward(nn.Module):
   @nn.compact
   def __call__(self, x: Array) -> Array:
     cfg = self.config
-    h = HeadsDense((cfg.mlp_dim,), 1, ("embed", "mlp"), ("mlp",), cfg, name="intermediate")(x)
-    h = jax.nn.gelu(h, approximate=False)
+    h = HeadsDense((cfg.mlp_dim,), 1, ("embed", "mlp"), ("mlp",), cfg, name="intermediate", activation=gelu)(x)
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
     y = HeadsDense((cfg.hidden_size,), 1, ("mlp", "embed"), ("embed",), cfg, name="output")(h)
     y = hidden_dropout(self, cfg, y, self.deterministic)
