@@ -1461,7 +1461,7 @@ def parse_args(argv=None):
                  help=f"comma-separated train / predict sides to run (default {','.join(SIDES['train'])})")
   p.add_argument("--attention", metavar="IMPL", help="our TransformerConfig(attention_implementation=IMPL) "
                  f"({', '.join(ATTENTION_CHOICES or ('any',))}; default: the config's, auto)")
-  p.add_argument("--dropout_masks", choices=("flax", "hash"),
+  p.add_argument("--dropout_masks", choices=("auto", "flax", "hash"),
                  help="our TransformerConfig(dropout_masks=...) for the hidden dropout (default: the config's)")
   p.add_argument("--label", metavar="TEXT", help="a label for this run, in the table's header and the JSON")
   p.add_argument("--profile", metavar="DIR", help=f"after the timed steps of the --profile_rows train units, "

@@ -12,7 +12,7 @@ from conftest import TINY
 from xtreme_jax import errors
 from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params, unstack_layer_params
 from xtreme_jax.networks.layers import (attention_implementation, default_positions, dot_product_attention,
-                                        max_tokens)
+                                        dropout_masks, max_tokens)
 
 IDS = jnp.array([[2, 5, 6, 7, 3, 0], [2, 8, 3, 0, 0, 0]])
 MASK = (IDS > 0).astype(jnp.int32)
@@ -62,6 +62,9 @@ def test_attention_dropout_runs_flash_or_the_reference_path_and_fused_kernels_ot
   assert attention_implementation(no_dropout, deterministic=True) == "reference"  # cuDNN needs bf16 / fp16
   assert attention_implementation(TINY.replace(dtype="bfloat16"), deterministic=False) == "flash"  # dropout
   assert attention_implementation(TINY.replace(attention_implementation="cudnn"), deterministic=False) == "reference"
+  assert dropout_masks(TINY) == "hash" and dropout_masks(TINY.replace(dropout_masks="flax")) == "flax"  # on a GPU
+  monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+  assert dropout_masks(TINY) == "flax"  # the numbers of every earlier run
   with pytest.raises(errors.ConfigError, match="attention_implementation='flash2'; expected one of"):
     TINY.replace(attention_implementation="flash2")
 

@@ -9,7 +9,7 @@ token_types, languages`); `xtreme_jax.training.partitioning` maps them to mesh a
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import flax.linen as nn
 import jax
@@ -162,10 +162,6 @@ class HeadsDense(nn.Module):
   Same parameters as `nn.DenseGeneral` (`kernel`: input dims + `features`,
   `bias`: `features`). flax's DenseGeneral initialises a flattened kernel and
   reshapes it, which breaks logical-axis constraints under an active mesh.
-
-  `activation` (elementwise) follows the bias under `jax.checkpoint`: the backward pass recomputes bias and
-  activation from the matmul's output, so the forward writes one tensor (the activation) where autodiff would
-  keep its intermediates too (three [tokens, mlp] tensors for the erf GELU). The numbers are the same.
   """
 
   features: tuple
@@ -173,7 +169,6 @@ class HeadsDense(nn.Module):
   kernel_axes: tuple
   bias_axes: tuple
   config: TransformerConfig
-  activation: Optional[Callable[[Array], Array]] = None
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -186,10 +181,7 @@ class HeadsDense(nn.Module):
     y = jax.lax.dot_general(x, kernel, ((contract, tuple(range(self.in_dims))), ((), ())))
     # The bias is added in float32: its gradient, a sum over every token, is then summed in float32 (XLA sums a
     # bfloat16 reduction in bfloat16: 100,000 ones add up to 8,192).
-    add_bias = lambda y, bias: (y.astype(jnp.float32) + bias).astype(cfg.compute_dtype)  # noqa: E731
-    if self.activation is None:
-      return add_bias(y, bias)
-    return jax.checkpoint(lambda y, bias: self.activation(add_bias(y, bias)))(y, bias)
+    return (y.astype(jnp.float32) + bias).astype(cfg.compute_dtype)
 
 
 def dropout_seed(module: nn.Module) -> Array:
@@ -197,11 +189,18 @@ def dropout_seed(module: nn.Module) -> Array:
   return jax.lax.bitcast_convert_type(jax.random.bits(module.make_rng("dropout"), (), jnp.uint32), jnp.int32)
 
 
+def dropout_masks(config: TransformerConfig) -> str:
+  """How hidden dropout draws its masks: `config.dropout_masks`, 'auto' resolved ('hash' on a GPU, else 'flax')."""
+  if config.dropout_masks == "auto":
+    return "hash" if jax.default_backend() == "gpu" else "flax"
+  return config.dropout_masks
+
+
 def hidden_dropout(module: nn.Module, config: TransformerConfig, x: Array, deterministic: bool,
                    flax_dropout: Optional[nn.Dropout] = None) -> Array:
-  """Dropout at `config.dropout_rate` with `config.dropout_masks`: 'flax' calls `flax_dropout` (or a new
+  """Dropout at `config.dropout_rate` with `dropout_masks(config)`: 'flax' calls `flax_dropout` (or a new
   `nn.Dropout` in `module`, where the bricks always had one), 'hash' `flash_attention.dropout`."""
-  if config.dropout_masks == "hash":
+  if dropout_masks(config) == "hash":
     return x if deterministic else flash_attention.dropout(dropout_seed(module), x, config.dropout_rate)
   return (flax_dropout or nn.Dropout(config.dropout_rate))(x, deterministic=deterministic)
 
@@ -454,11 +453,6 @@ class CrossAttention(nn.Module):
     return _post_ln(cfg, x, y)
 
 
-def gelu(x: Array) -> Array:
-  """The exact (erf) GELU of BERT and XLM-R."""
-  return jax.nn.gelu(x, approximate=False)
-
-
 class FeedForward(nn.Module):
   """Post-LN position-wise feed-forward sub-layer with exact (erf) GELU."""
 
@@ -468,7 +462,8 @@ class FeedForward(nn.Module):
   @nn.compact
   def __call__(self, x: Array) -> Array:
     cfg = self.config
-    h = HeadsDense((cfg.mlp_dim,), 1, ("embed", "mlp"), ("mlp",), cfg, name="intermediate", activation=gelu)(x)
+    h = HeadsDense((cfg.mlp_dim,), 1, ("embed", "mlp"), ("mlp",), cfg, name="intermediate")(x)
+    h = jax.nn.gelu(h, approximate=False)
     h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
     y = HeadsDense((cfg.hidden_size,), 1, ("mlp", "embed"), ("embed",), cfg, name="output")(h)
     y = hidden_dropout(self, cfg, y, self.deterministic)
