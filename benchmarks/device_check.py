@@ -12,7 +12,8 @@ Sections, in order of importance (each row: xtreme-jax, HF eager, torch.compile 
    dropout 0.1 and 0.0 (hidden dropout 0.1); then XLM-R large at 8 x 512 (attention dropout 0.1).
    - xtreme-jax: `ClassificationModel` + `Trainer` (its jitted, donated train step, compiled ahead with
      `lower().compile()`), precision policy 'bfloat16', `attention_implementation='auto'` (cuDNN fused attention
-     when attention dropout is 0, the reference einsum path with attention dropout on), AdamW (optax), clip 1.0.
+     when attention dropout is 0, the flash kernel with attention dropout on; hidden dropout's masks hashed),
+     AdamW (optax), clip 1.0.
      XLM-R large as gin_configs/models/xlmr_large.gin (scanned layers) but without remat (`--xlmr_remat` turns
      it on; HF keeps every activation too).
    - HF eager: `BertForSequenceClassification` / `XLMRobertaForSequenceClassification`, `attn_implementation=
