@@ -1,6 +1,7 @@
 """One process of the multi-process test (tests/test_multiprocess.py): fine-tune the tiny MLM, print the result.
 
     python multiprocess_worker.py RUN_DIR STEPS CRASH_AT
+    python multiprocess_worker.py feed LAYOUT DATA MODEL     # two devices a process: the global batch it fed
 
 Two processes of one CPU device each, joined from the environment (JAX_COORDINATOR_ADDRESS,
 JAX_NUM_PROCESSES, JAX_PROCESS_ID). Both stop at batch CRASH_AT (a preemption), then resume in a new Trainer
@@ -34,7 +35,28 @@ def train(run_dir: str, steps: int, crash_at: int, devices=None) -> dict:
           "resumed_from_step": summary["resumed_from_step"], "losses": [h["loss"] for h in summary["history"]]}
 
 
+def feed(layout: str, mesh_shape: tuple) -> dict:
+  """This process's slot of the first batch, placed over the mesh: the rows every process sees (gathered)."""
+  from jax.experimental import multihost_utils
+
+  from xtreme_jax.training import partitioning
+  sharding = partitioning.batch_sharding(partitioning.make_mesh(mesh_shape),
+                                         partitioning.PartitionConfig(layout=layout).rules)
+  slot = partitioning.feed_slot(sharding)
+  placed = partitioning.host_batch_to_global(RandomMlmSource(batch_size=4).batch(0, *slot), sharding)
+  rows = multihost_utils.process_allgather(placed["input_ids"], tiled=True)
+  expected = RandomMlmSource(batch_size=4).batch(0, 0, 1)["input_ids"]
+  return {"process": jax.process_index(), "slot": list(slot), "shape": list(placed["input_ids"].shape),
+          "rows_are_the_batch": bool(np.array_equal(np.asarray(rows), expected))}
+
+
 if __name__ == "__main__":
+  if sys.argv[1] == "feed":
+    jax.config.update("jax_num_cpu_devices", 2)
+    from xtreme_jax.training.distributed import initialize_distributed
+    initialize_distributed()
+    print(json.dumps(feed(sys.argv[2], (int(sys.argv[3]), int(sys.argv[4])))))
+    sys.exit(0)
   jax.config.update("jax_num_cpu_devices", 1)
   from xtreme_jax.training.distributed import initialize_distributed
   initialize_distributed()

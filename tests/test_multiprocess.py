@@ -35,17 +35,23 @@ def _single(run_dir, steps=6) -> dict:
   return train(str(run_dir), steps, -1, devices=jax.devices()[:2])
 
 
-def _pair(run_dir, steps=6, crash_at=5) -> tuple[list[int], str]:
-  """Two processes of one CPU device each, stopped at batch `crash_at` and resumed: (exit codes, process 0's
-  last output line)."""
+def _launch(*args) -> list[tuple[int, str]]:
+  """The worker with `args` as two processes joined the documented way: (exit code, last output line) of each."""
   address = f"127.0.0.1:{_free_port()}"
-  procs = [subprocess.Popen([sys.executable, WORKER, str(run_dir), str(steps), str(crash_at)],
+  procs = [subprocess.Popen([sys.executable, WORKER, *map(str, args)],
                             env={**_clean_env(), "JAX_COORDINATOR_ADDRESS": address, "JAX_NUM_PROCESSES": "2",
                                  "JAX_PROCESS_ID": str(i)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
   outputs = [p.communicate(timeout=TIMEOUT) for p in procs]
-  lines = outputs[0][0].strip().splitlines()
-  return [p.returncode for p in procs], (lines[-1] if lines else outputs[0][1][-3000:])
+  lines = [out.strip().splitlines() for out, _ in outputs]
+  return [(p.returncode, line[-1] if line else err[-3000:]) for p, line, (_, err) in zip(procs, lines, outputs)]
+
+
+def _pair(run_dir, steps=6, crash_at=5) -> tuple[list[int], str]:
+  """Two processes of one CPU device each, stopped at batch `crash_at` and resumed: (exit codes, process 0's
+  last output line)."""
+  results = _launch(run_dir, steps, crash_at)
+  return [code for code, _ in results], results[0][1]
 
 
 def _losses(run_dir) -> list:
@@ -65,6 +71,46 @@ def test_two_processes_train_resume_and_end_like_one(tmp_path):
   assert (pair["processes"], pair["devices"], single["processes"], single["devices"]) == (2, 2, 1, 2)
   assert pair["resumed_from_step"] == 4 and pair["losses"] == single["losses"][4:]
   assert _losses(tmp_path / "pair") == single["losses"] and pair["digest"] == single["digest"]
+
+
+def test_each_process_feeds_the_rows_its_devices_hold_in_every_layout():
+  """Two processes of two devices each (simulated by device id): data-parallel and FSDP split the batch; a model
+  axis across the processes has both feed the whole batch; a layout that needs two separate parts is refused."""
+  import jax
+  import numpy as np
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+  from xtreme_jax.training import partitioning
+  devices = jax.devices()[:4]
+  process_of = lambda device: devices.index(device) // 2  # noqa: E731  (devices 0, 1: process 0; 2, 3: process 1)
+
+  def slots(layout, shape, order=(0, 1, 2, 3)):
+    mesh = Mesh(np.asarray([devices[i] for i in order]).reshape(shape), partitioning.MESH_AXES)
+    rules = partitioning.PartitionConfig(layout=layout).rules
+    return partitioning.feed_slots(partitioning.batch_sharding(mesh, rules), process_of)
+
+  assert slots("data_parallel", (4, 1)) == slots("fsdp", (4, 1)) == {0: (0, 2), 1: (1, 2)}
+  assert slots("data_parallel", (1, 4)) == {0: (0, 2), 1: (1, 2)}  # its batch spans both mesh axes
+  assert slots("tensor_parallel", (1, 4)) == {0: (0, 1), 1: (0, 1)}  # the model axis spans the hosts
+  assert slots("tensor_parallel", (2, 2)) == {0: (0, 2), 1: (1, 2)}  # the model axis within each host
+  assert slots("tensor_parallel", (2, 2), order=(0, 2, 1, 3)) == {0: (0, 1), 1: (0, 1)}  # across the hosts
+  with pytest.raises(errors.ConfigError, match=r"process 0 would hold batch rows \[0, 2\] of 4 parts"):
+    slots("data_parallel", (4, 1), order=(0, 2, 1, 3))
+  one = NamedSharding(partitioning.make_mesh((-1, 1)), PartitionSpec("data"))
+  assert partitioning.feed_slot(one) == (0, 1)  # one process feeds every row
+
+
+@pytest.mark.slow
+def test_a_model_axis_across_two_processes_sees_every_row_once():
+  """Two real processes of two devices each, mesh (1, 4): each feeds the whole batch, which is the global batch
+  on both (before, each fed half: a global batch of 2 rows that differed between the processes)."""
+  for layout, mesh, slot in (("tensor_parallel", (1, 4), [0, 1]), ("data_parallel", (4, 1), None)):
+    results = _launch("feed", layout, *mesh)
+    assert [code for code, _ in results] == [0, 0], results
+    fed = [json.loads(line) for _, line in results]
+    for process, out in enumerate(fed):
+      assert out["shape"] == [4, 16] and out["rows_are_the_batch"], (layout, out)
+      assert out["slot"] == (slot or [process, 2])
 
 
 @pytest.mark.parametrize("env,message", [

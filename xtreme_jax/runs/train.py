@@ -202,22 +202,21 @@ def evaluate(run_dir: str, model: Model, eval_data, init_checkpoint: Optional[st
   fine. Writes `run_dir/eval_results.json`.
   """
   _check_vocab(model.config, eval_data)
-  host, hosts = jax.process_index(), jax.process_count()
   runner = Trainer(model, OptimizerConfig(), TrainerConfig(train_steps=1, progress_bar=False), partition, run_dir)
   try:
     step = runner.checkpointer.latest_step()
     if step is None and not init_checkpoint:
       raise errors.MissingInputError(f"{run_dir} holds no checkpoint and no init_checkpoint was given")
-    batch = next(iter(eval_data.eval_batches(host, hosts)))
+    batch = next(iter(eval_data.eval_batches(*runner.feed_slot)))
     if step is None:
       params = runner.init_state(batch, pretrained_loader(init_checkpoint, model.config)).params
     else:
       runner.prepare(batch)
       params = runner.place_params(runner.checkpointer.restore_params(step))
-    metrics = {"step": step or 0, **runner.evaluate(params, eval_data.eval_batches(host, hosts))}
+    metrics = {"step": step or 0, **runner.evaluate(params, eval_data.eval_batches(*runner.feed_slot))}
   finally:
     runner.close()
-  if host == 0:
+  if jax.process_index() == 0:
     atomic.write_json(os.path.join(run_dir, "eval_results.json"), metrics)
     print(json.dumps(metrics, indent=2))
   return metrics

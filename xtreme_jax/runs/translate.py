@@ -29,8 +29,6 @@ import logging
 import os
 from typing import Optional
 
-import jax
-
 from xtreme_jax import atomic, errors
 from xtreme_jax.data import filter_translations, wmt14
 from xtreme_jax.data.wmt14_batches import WmtStream
@@ -84,7 +82,7 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtStream, records: list[dic
     params, source = averaging.restore_averaged_or_latest(run_dir)
     check_decoder(params, run_dir)
     logging.info("decoding with the parameters of %s", source)
-    runner.prepare(data.shape_batch(jax.process_index(), jax.process_count()))  # the parameters' shapes
+    runner.prepare(data.shape_batch(*runner.feed_slot))  # the parameters' shapes
     predicted = predict_features(runner, runner.place_params(params), features, kind.predict_keys, batch_size)
   finally:
     runner.close()

@@ -166,7 +166,7 @@ def predict_features(trainer: Trainer, params: Any, features: list, keys: tuple,
   """The model's outputs for every feature dict, in order (batches of `keys`; the last key weights out the
   padding rows of the last batch)."""
   source = FeatureListSource(features, batch_size, model_keys=keys, weight_keys=(keys[-1],))
-  outs = list(trainer.predict(params, source.eval_batches(jax.process_index(), jax.process_count())))
+  outs = list(trainer.predict(params, source.eval_batches(*trainer.feed_slot)))
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)
 
 

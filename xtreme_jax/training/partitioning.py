@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import flax.linen as nn
 import jax
@@ -147,6 +147,39 @@ def data_parallelism(sharding: NamedSharding) -> tuple[tuple, int]:
   axes = sharding.spec[0] if len(sharding.spec) else None
   axes = () if axes is None else (axes if isinstance(axes, tuple) else (axes,))
   return axes, math.prod(sharding.mesh.shape[a] for a in axes)
+
+
+def feed_slots(sharding: NamedSharding, process_of: Callable[[Any], int] = lambda device: device.process_index
+               ) -> dict[int, tuple[int, int]]:
+  """Which rows of a global batch each process feeds, as (slot, slots): process p passes rows
+  [slot * B / slots, (slot + 1) * B / slots) of every global batch of B rows (`source.batch(step, slot, slots)`).
+
+  Read from the batch sharding: a process feeds exactly the rows its own devices hold. On a data-parallel or
+  FSDP mesh that is its share (slot = its rank among the processes, slots = the process count); where the model
+  axis spans processes, processes that hold the same rows get the same slot (mesh (1, 4) over two hosts: (0, 1)
+  on both, each passing the whole batch). A layout in which a process would hold rows that are not one slot
+  (rows from two separate parts of the batch) is refused. `process_of` names a device's process.
+  """
+  _, shards = data_parallelism(sharding)
+  rows: dict[int, set] = {}
+  for device, index in sharding.devices_indices_map((shards,)).items():
+    part = index[0] if index else slice(None)
+    start, stop, _ = part.indices(shards)
+    rows.setdefault(process_of(device), set()).update(range(start, stop))
+  slots = {}
+  for process, held in sorted(rows.items()):
+    first, count = min(held), len(held)
+    if held != set(range(first, first + count)) or shards % count or first % count:
+      raise errors.ConfigError(
+          f"process {process} would hold batch rows {sorted(held)} of {shards} parts: not one contiguous slot; "
+          f"order the mesh's devices by host or put the model axis within a host (MESH_SHAPE)")
+    slots[process] = (first // count, shards // count)
+  return slots
+
+
+def feed_slot(sharding: NamedSharding) -> tuple[int, int]:
+  """This process's (slot, slots) of `feed_slots`."""
+  return feed_slots(sharding)[jax.process_index()]
 
 
 def host_batch_to_global(batch: dict, sharding: NamedSharding) -> dict:

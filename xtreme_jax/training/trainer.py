@@ -330,6 +330,8 @@ class Trainer:
     self.mesh = partitioning.make_mesh(partition.mesh_shape, devices)
     self.rules = partition.rules
     self.data_sharding = partitioning.batch_sharding(self.mesh, self.rules)
+    # Which rows of each global batch this process passes: (slot, slots) for `source.batch(step, slot, slots)`.
+    self.feed_slot = partitioning.feed_slot(self.data_sharding)
     self.checkpointer = Checkpointer(os.path.join(run_dir, "checkpoints"), config.checkpoint_every,
                                      config.keep_checkpoints)
     self.best = BestParams(os.path.join(run_dir, "best"), config.select_metric) if config.select_metric else None
@@ -467,7 +469,7 @@ class Trainer:
     returns its stored summary.
     """
     cfg = self.config
-    host, hosts = jax.process_index(), jax.process_count()
+    host, hosts = self.feed_slot
     self._check_start(source, eval_source, evaluator)
     evaluating = eval_source is not None or evaluator is not None
     evaluate = functools.partial(self._evaluate_at, eval_source=eval_source, evaluator=evaluator)
@@ -540,7 +542,7 @@ class Trainer:
   def _feed(self, source, position: int, count: int, saves: Callable[[int], bool]) -> Iterator[_Fed]:
     """`count` batches from `position` on, placed on the devices (run ahead by the prefetcher). A source that
     keeps an input state has it taken right after each batch that a planned checkpoint follows."""
-    host, hosts = jax.process_index(), jax.process_count()
+    host, hosts = self.feed_slot
     keeps_state = hasattr(source, "input_state")
     for p in range(position, position + count):
       batch = source.batch(p, host, hosts)
@@ -556,7 +558,7 @@ class Trainer:
     if fed.input_state is not None:
       return lambda: fed.input_state
     feed.close()  # the source is read ahead: it seeks back to `position`
-    return functools.partial(source.input_state, position, jax.process_index(), jax.process_count())
+    return functools.partial(source.input_state, position, *self.feed_slot)
 
   def _restore_input(self, source, position: int) -> None:
     """Hands a restored checkpoint's input state to the source; without one, says that it replays."""
@@ -564,7 +566,7 @@ class Trainer:
       return
     saved = self.restored_input
     if saved is not None:
-      source.restore_input_state(saved, position, jax.process_index(), jax.process_count())
+      source.restore_input_state(saved, position, *self.feed_slot)
     else:
       logging.warning("the checkpoint holds no input state (written by an older version): the input resumes at "
                       "batch %d by replaying the draws and re-reading every stream up to its position", position)
@@ -647,8 +649,7 @@ class Trainer:
     t = time.perf_counter()
     record: dict = {"step": step}
     if eval_source is not None:
-      host, hosts = jax.process_index(), jax.process_count()
-      record.update(self.evaluate(params, eval_source.eval_batches(host, hosts)))
+      record.update(self.evaluate(params, eval_source.eval_batches(*self.feed_slot)))
     if evaluator is not None:
       record.update({k: float(val) for k, val in evaluator(params).items()})
     progress.evals.append(record)
