@@ -2,6 +2,7 @@
 
     python multiprocess_worker.py RUN_DIR STEPS CRASH_AT
     python multiprocess_worker.py feed LAYOUT DATA MODEL     # two devices a process: the global batch it fed
+    python multiprocess_worker.py hosts RUN_DIR              # as if on two hosts: claim a local run directory
 
 Two processes of one CPU device each, joined from the environment (JAX_COORDINATOR_ADDRESS,
 JAX_NUM_PROCESSES, JAX_PROCESS_ID). Both stop at batch CRASH_AT (a preemption), then resume in a new Trainer
@@ -50,7 +51,26 @@ def feed(layout: str, mesh_shape: tuple) -> dict:
           "rows_are_the_batch": bool(np.array_equal(np.asarray(rows), expected))}
 
 
+def claim_on_two_hosts(run_dir: str) -> dict:
+  """Claim `run_dir` as if each process ran on a host of its own; the refusal's line."""
+  from xtreme_jax import errors
+  from xtreme_jax.training import distributed
+  from xtreme_jax.training.checkpoints import RunDirectory
+  distributed.host_name = lambda: f"host-{jax.process_index()}"
+  try:
+    RunDirectory(run_dir, {"model": "tiny"}).lock()
+  except errors.ConfigError as e:
+    return {"refused": str(e)}
+  return {"refused": None}
+
+
 if __name__ == "__main__":
+  if sys.argv[1] == "hosts":
+    jax.config.update("jax_num_cpu_devices", 1)
+    from xtreme_jax.training.distributed import initialize_distributed
+    initialize_distributed()
+    print(json.dumps(claim_on_two_hosts(sys.argv[2])))
+    sys.exit(0)
   if sys.argv[1] == "feed":
     jax.config.update("jax_num_cpu_devices", 2)
     from xtreme_jax.training.distributed import initialize_distributed

@@ -134,3 +134,40 @@ def test_the_three_variables_become_the_initialize_arguments():
   assert distributed._launch({"JAX_COORDINATOR_ADDRESS": "h:1"}) is None  # JAX finds count and id itself
   assert distributed._auto_detected({"SLURM_NTASKS": "2"}) and distributed._auto_detected(
       {"TPU_WORKER_HOSTNAMES": "a,b"}) and not distributed._auto_detected({"TPU_WORKER_HOSTNAMES": "a"})
+
+
+def test_a_multi_host_tpu_vm_joins_and_a_single_host_one_stays_alone(monkeypatch):
+  """A Cloud TPU VM (its chips, its metadata) joins jax.distributed by JAX's own detection when its slice has
+  several hosts; a single-host VM, or a machine without TPU chips (whose metadata is never asked), does not."""
+  asked = []
+
+  def metadata(workers):
+    return lambda key: asked.append(key) or workers
+
+  assert distributed.tpu_vm_hosts({}, metadata("w0,w1,w2,w3"), chips=lambda: 4) == 4
+  assert distributed.tpu_vm_hosts({}, metadata("10.0.0.2"), chips=lambda: 4) == 1
+  assert distributed.tpu_vm_hosts({}, metadata(None), chips=lambda: 8) == 1  # no worker list: one host
+  assert distributed.tpu_vm_hosts({"TPU_SKIP_MDS_QUERY": "1"}, metadata("a,b"), chips=lambda: 4) == 0
+  asked.clear()
+  assert distributed.tpu_vm_hosts({}, metadata("a,b"), chips=lambda: 0) == 0 and not asked
+  calls = []
+  monkeypatch.setattr(distributed.jax.distributed, "is_initialized", lambda: False)
+  monkeypatch.setattr(distributed.jax.distributed, "initialize", lambda **kw: calls.append(kw))
+  distributed.initialize_distributed({}, tpu_hosts=lambda env: 2)
+  assert calls == [{}]  # JAX reads the coordinator, the count and the id from the metadata itself
+  distributed.initialize_distributed({}, tpu_hosts=lambda env: 1)
+  distributed.initialize_distributed({}, tpu_hosts=lambda env: 0)
+  assert calls == [{}]
+
+
+@pytest.mark.slow
+def test_processes_on_two_hosts_refuse_a_local_run_directory(tmp_path):
+  """Two processes that name different hosts (a stand-in for two VMs) are refused a local run directory with
+  one line; on one host (the training test above) the same directory is fine."""
+  results = _launch("hosts", tmp_path / "run")
+  assert [code for code, _ in results] == [0, 0], results
+  for _, line in results:
+    assert json.loads(line) == {"refused": f"{tmp_path / 'run'} is a local directory, but this run's 2 processes "
+                                           "are on 2 hosts: give a directory every host reaches, e.g. "
+                                           "RUN_DIR=gs://BUCKET/run"}
+  assert not (tmp_path / "run").exists()

@@ -51,7 +51,7 @@ import orbax.checkpoint as ocp
 
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.nested import describe, differing_keys, flatten, merge, unflatten
-from xtreme_jax.training import locks
+from xtreme_jax.training import distributed, locks
 
 # Replicated arrays are written by several replicas in parallel only when each
 # slice is at least this big: smaller slices are not worth it, and every
@@ -156,6 +156,7 @@ class RunDirectory:
   def lock(self) -> "RunDirectory":
     """Take the directory's lock (non-blocking); removes stale temporary files of killed writers."""
     first = not locks.held(self._lock_path)
+    distributed.check_shared_directory(self.run_dir)
     self._created = self._created or not fs.isdir(self.run_dir)
     fs.makedirs(self.run_dir)
     locks.acquire(self._lock_path, self.run_dir)
