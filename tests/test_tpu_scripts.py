@@ -16,7 +16,7 @@ import pytest
 
 SCRIPTS = pathlib.Path(__file__).resolve().parents[1] / "tpu_scripts"
 ENV = {"TPU_NAME": "my-tpu", "ZONE": "us-east1-d", "PROJECT": "my-proj", "STAMP": "20250102-030405",
-       "REPO_URL": "https://example.com/xtreme-jax.git"}
+       "REPO_URL": "https://example.com/xtreme-jax.git", "COMMIT": "0123abcd"}
 SSH = "gcloud compute tpus tpu-vm ssh my-tpu --zone us-east1-d --project my-proj --worker all --command "
 SCP = "gcloud compute tpus tpu-vm scp --recurse --zone us-east1-d --project my-proj --worker "
 ENTER = "cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
@@ -85,11 +85,10 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
   assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1")) == [
       "gcloud compute tpus tpu-vm create my-tpu --zone us-east1-d --project my-proj --accelerator-type v4-32"
       " --version tpu-ubuntu2204-base --spot"]
-  assert _lines(sh("setup", "--dry-run")) == [
-      SSH + "\"set -e; [ -d ~/xtreme-jax ] || git clone https://example.com/xtreme-jax.git ~/xtreme-jax;"
-      " cd ~/xtreme-jax; git pull --ff-only; python3 -m venv ~/venv; . ~/venv/bin/activate;"
-      " pip install -q -U pip; pip install -q -e '.[gcs]' 'jax[tpu]' -f"
-      " https://storage.googleapis.com/jax-releases/libtpu_releases.html\""]
+  setup, = _lines(sh("setup", "--dry-run"))
+  assert setup.startswith(SSH) and _remote_command(setup).startswith(
+      "set -e; [ -d ~/xtreme-jax ] || git clone -q https://example.com/xtreme-jax.git ~/xtreme-jax; cd ~/xtreme-jax;"
+      " git fetch -q origin; git checkout -q --detach 0123abcd; python3 -m pip install -q --user -U uv;")
   assert _lines(sh("launch", "--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='gs://b/runs/x'",
                    "--dry-run", NUM_WORKERS="1")) == [
       SSH + "'" + ENTER + "{ (trap \"\" HUP; xtreme-jax run --gin_file=experiments/xtreme_mbert.gin"
@@ -114,6 +113,52 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
       "gcloud storage cp -r gs://b/runs/x tpu_logs/x/",
       "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --project my-proj --quiet"]
   assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud compute tpus tpu-vm create my-tpu")
+
+
+def test_the_runtime_follows_the_accelerator(sh):
+  for accelerator, runtime in (("v4-32", "tpu-ubuntu2204-base"), ("v5litepod-16", "v2-alpha-tpuv5-lite"),
+                               ("v5p-16", "v2-alpha-tpuv5"), ("v6e-16", "v2-alpha-tpuv6e")):
+    line, = _lines(sh("create", "--dry-run", ACCELERATOR=accelerator))
+    assert line.endswith(f"--accelerator-type {accelerator} --version {runtime}")
+  line, = _lines(sh("create", "--dry-run", ACCELERATOR="v6e-16", RUNTIME="my-image"))
+  assert line.endswith("--version my-image")
+
+
+def test_setup_installs_the_commit_in_a_python_3_11_venv_pins_jax_tpu_and_checks_every_worker(sh, tmp_path):
+  """The remote command on a stand-in worker (git, pip, uv and python record what they are asked), twice: the
+  second run keeps the 3.11 venv the first made."""
+  line, = _lines(sh("setup", "--dry-run"))
+  home, stub, log = tmp_path / "w", tmp_path / "stub", tmp_path / "w" / "log"
+  stub.mkdir(parents=True)
+  home.mkdir()
+  record = f'echo "$(basename "$0") $*" >> {log}\n'
+  _write_exe(stub / "git", f"#!/usr/bin/env bash\n{record}"
+             'case $1 in clone) mkdir -p "${@: -1}" ;; esac\n')
+  _write_exe(stub / "python3", f"#!/usr/bin/env bash\n{record}"  # the image's Python 3.10: installs uv
+             'mkdir -p ~/.local/bin; cp "$(dirname "$0")/uv" ~/.local/bin/uv\n')
+  python = (f"#!/usr/bin/env bash\n{record}"
+            'case "$*" in *version_info*) exit 0 ;; *__version__*) echo 0.7.2 ;;'
+            ' *process_count*) echo "worker 0 of 4 processes, 16 devices (4 here)" ;; esac\n')
+  _write_exe(stub / "uv", f"#!/usr/bin/env bash\n{record}"
+             f'if [ "$1" = venv ]; then mkdir -p ~/venv/bin; cp {stub}/python ~/venv/bin/python;'
+             ' echo "PATH=~/venv/bin:\\$PATH" > ~/venv/bin/activate; fi\n')
+  _write_exe(stub / "python", python)
+  run = lambda: subprocess.run(["bash", "-c", _remote_command(line)], env={  # noqa: E731
+      "PATH": f"{stub}{os.pathsep}/usr/bin:/bin", "HOME": str(home)}, capture_output=True, text=True, timeout=30)
+  first = run()
+  assert first.returncode == 0, first.stderr
+  assert first.stdout.strip() == "worker 0 of 4 processes, 16 devices (4 here)"
+  calls = log.read_text().splitlines()
+  assert calls[:4] == ["git clone -q https://example.com/xtreme-jax.git " + str(home / "xtreme-jax"),
+                       "git fetch -q origin", "git checkout -q --detach 0123abcd",
+                       "python3 -m pip install -q --user -U uv"]
+  assert "uv venv -q --python 3.11 " + str(home / "venv") in calls
+  assert "uv pip install -q -e .[gcs]" in calls
+  assert ("uv pip install -q jax[tpu]==0.7.2 -f https://storage.googleapis.com/jax-releases/libtpu_releases.html"
+          in calls)
+  log.unlink()
+  assert run().returncode == 0
+  assert not [c for c in log.read_text().splitlines() if c.startswith(("uv venv", "git clone"))]  # kept
 
 
 def test_collect_makes_one_new_folder_per_run_and_worker(sh):
