@@ -92,7 +92,8 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
   assert _lines(sh("launch", "--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='gs://b/runs/x'",
                    "--dry-run", NUM_WORKERS="1")) == [
       SSH + "'" + ENTER + "{ (trap \"\" HUP; xtreme-jax run --gin_file=experiments/xtreme_mbert.gin"
-      " \"--gin.RUN_DIR='\\''gs://b/runs/x'\\''\") > ~/xtreme-jax-logs/20250102-030405/run.log 2>&1"
+      " \"--gin.RUN_DIR='\\''gs://b/runs/x'\\''\"; echo $? > ~/xtreme-jax-logs/20250102-030405/exit_status)"
+      " > ~/xtreme-jax-logs/20250102-030405/run.log 2>&1"
       " < /dev/null & }'"]
   assert _lines(sh("sweep", "--dry-run", "a.gin", "LR", "1e-5", "('xnli','panx')", RUN_ROOT="gs://b/sw",
                    NUM_WORKERS="1")) == [
@@ -199,6 +200,10 @@ def test_launch_passes_every_argument_unchanged(sh, tmp_path):
   home = _on_worker(tmp_path, _remote_command(line))
   log = home / "xtreme-jax-logs" / "20250102-030405" / "run.log"
   assert log.read_text().splitlines() == ["run", *TRICKY]
+  assert (log.parent / "exit_status").read_text() == "0\n"
+  line, = _lines(sh("launch", "--dry-run", "--gin.fail=1", NUM_WORKERS="1"))  # the stand-in exits 3
+  home = _on_worker(tmp_path, _remote_command(line), "failing")
+  assert (home / "xtreme-jax-logs" / "20250102-030405" / "exit_status").read_text() == "3\n"
 
 
 def test_several_workers_run_as_the_processes_of_one_run(sh, tmp_path):
