@@ -7,12 +7,14 @@ as object stores refuse them. orbax's tensorstore writes to real GCS cannot be
 tested offline; only orbax's directory handling is.
 """
 
+import datetime
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from etils.epath import gpath
@@ -111,7 +113,8 @@ def test_run_directory_on_gcs_locks_checks_and_commits(gcs):
   lock = os.path.join(gcs, "bucket/runs/r1/.lock")
   with RunDirectory(RUN, {"a": 1}, files={"languages.json": ["de"]}) as claim:
     held = open(lock).read()
-    assert re.fullmatch(rf"host {re.escape(socket.gethostname())} pid {os.getpid()} since \S+Z token \w+\n", held)
+    assert re.fullmatch(rf"host {re.escape(socket.gethostname())} pid {os.getpid()} since \S+Z seen \S+Z token \w+\n",
+                        held)
     assert claim.check() is False
     claim.commit(0)
   assert objects(gcs) == ["bucket/runs/r1/languages.json", "bucket/runs/r1/run_config.json"]  # lock released
@@ -122,8 +125,9 @@ def test_run_directory_on_gcs_locks_checks_and_commits(gcs):
   with pytest.raises(RunDirectoryInUseError) as refused:
     RunDirectory(RUN, {"a": 1}).lock()
   assert str(refused.value) == (
-      f"{RUN} is in use by host tpu-vm-7 pid 4242 since 2030-01-02T03:04:05Z (lock file {RUN}/.lock); wait for "
-      f"that run to end or use another RUN_DIR; if it is no longer running, delete the lock: gsutil rm {RUN}/.lock")
+      f"{RUN} is in use by host tpu-vm-7 pid 4242 since 2030-01-02T03:04:05Z, last seen 0 s ago (lock file "
+      f"{RUN}/.lock); wait for that run to end or use another RUN_DIR; if it is no longer running, delete the lock: "
+      f"gsutil rm {RUN}/.lock (it is taken over once not renewed for 300 s)")
   assert open(lock).read().startswith("host tpu-vm-7 ")  # a refused run leaves the holder's lock alone
   # A lock of this host whose process is gone is taken over; another configuration is still refused.
   dead = subprocess.Popen([sys.executable, "-c", ""])
@@ -136,6 +140,47 @@ def test_run_directory_on_gcs_locks_checks_and_commits(gcs):
   assert not os.path.exists(lock)
   with RunDirectory(RUN, {"a": 1}) as claim:
     assert claim.check() is True
+
+
+def test_a_lock_left_by_a_preempted_vm_is_taken_over_once_its_lease_has_run_out(gcs, monkeypatch, caplog):
+  """A recreated VM (another host name) resumes: the old holder's lease ran out. A holder that still renews
+  its lease keeps the directory."""
+  lock = os.path.join(gcs, "bucket/runs/r1/.lock")
+  old = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=400)
+  os.makedirs(os.path.dirname(lock))
+  with open(lock, "w") as f:
+    f.write(f"host tpu-vm-0-old pid 77 since 2026-01-01T00:00:00Z seen {old:%Y-%m-%dT%H:%M:%SZ} token a\n")
+  with caplog.at_level("WARNING"), RunDirectory(RUN, {"a": 1}):
+    assert open(lock).read().startswith(f"host {socket.gethostname()} pid {os.getpid()} ")
+  assert re.search(r"lease was last renewed 40\d s ago \(more than 300 s\)", caplog.text)  # (whole seconds)
+  recent = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=100)
+  with open(lock, "w") as f:
+    f.write(f"host tpu-vm-0 pid 77 since 2026-01-01T00:00:00Z seen {recent:%Y-%m-%dT%H:%M:%SZ} token b\n")
+  with pytest.raises(RunDirectoryInUseError, match=r"since 2026-01-01T00:00:00Z, last seen 10\d s ago \(lock file"):
+    RunDirectory(RUN, {"a": 1}).lock()
+
+
+def test_a_held_lock_is_renewed_and_a_taken_over_one_is_let_go(gcs, monkeypatch, caplog):
+  monkeypatch.setattr(locks, "HEARTBEAT_S", 0.05)
+  path = f"{RUN}/.lock"
+  locks.acquire(path, RUN)
+  try:
+    first = fs.read_text(path)
+    fields = lambda record: dict(zip(record.split()[0::2], record.split()[1::2]))  # noqa: E731
+    deadline = time.time() + 10
+    while fields(fs.read_text(path))["seen"] == fields(first)["seen"] and time.time() < deadline:
+      time.sleep(0.1)  # `seen` has a resolution of one second
+    renewed = fs.read_text(path)
+    assert fields(renewed)["seen"] > fields(first)["seen"]
+    assert {k: v for k, v in fields(renewed).items() if k != "seen"} == {
+        k: v for k, v in fields(first).items() if k != "seen"}
+    fs.write_bytes(path, b"host other pid 8 since T seen T token z\n")  # another run took it over
+    with caplog.at_level("ERROR"):
+      time.sleep(0.3)
+    assert fs.read_text(path) == "host other pid 8 since T seen T token z\n"  # left alone
+    assert "is no longer this run's (host other pid 8 since T)" in caplog.text
+  finally:
+    locks.release(path)
 
 
 def test_lock_written_over_by_another_run_is_refused(gcs, monkeypatch):

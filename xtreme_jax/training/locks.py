@@ -6,19 +6,22 @@ however it exits; `release` also removes the file (while still holding it,
 so a process that opened the old file notices and retries on a new one).
 
 URLs (`gs://...`): object stores have no `flock`, so the lock is an object
-holding `host <name> pid <n> since <UTC time>`, and it is advisory:
+holding `host <name> pid <n> since <UTC time> seen <UTC time>`, a lease the
+holder renews: a thread rewrites `seen` every `HEARTBEAT_S` (60 s) while the
+lock is held.
 
-* a run that finds the object refuses to start, naming the holder and the
-  object to delete (`gsutil rm <object>`) if that run is no longer running;
-  the one exception is a holder on this host whose pid is not running (a
-  killed run started again on the same machine): its lock is taken over,
-  with a warning;
+* a run that finds the object refuses to start, naming the holder, when it was
+  last seen and the object to delete (`gsutil rm <object>`) if that run is no
+  longer running, unless the holder is gone: its lease has not been renewed
+  for `LEASE_S` (5 min: a preempted or killed VM, a recreated VM resuming the
+  run under a new host name) or it was on this host and its pid is not
+  running. A lock so left behind is taken over, with a warning;
 * after writing its object, a run reads it back and refuses if another run
   wrote the object meanwhile; two runs starting within the same moment can
   still both pass (GCS conditional writes are not reachable through
-  tf.io.gfile / fsspec);
-* `release` deletes the object, and so does process exit (`atexit`); a run
-  killed with SIGKILL, or a preempted VM, leaves it behind.
+  tf.io.gfile / fsspec); a holder whose object another run has taken over (a
+  process stalled past the lease) stops renewing and logs an error;
+* `release` deletes the object, and so does process exit (`atexit`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import fcntl
 import logging
 import os
 import socket
+import threading
 import uuid
 
 from xtreme_jax import errors, fs
@@ -39,6 +43,9 @@ class InUseError(errors.UserError, RuntimeError):
 
 
 _HELD: dict[str, list] = {}  # path -> [fd (None for a URL), count]: locking again in the same process nests
+HEARTBEAT_S = 60.0  # a held lock object's `seen` is rewritten this often
+LEASE_S = 300.0  # a lock object not rewritten for this long is left behind: taken over
+_RENEWING: dict[str, threading.Event] = {}  # path -> set to stop renewing that lock object
 
 
 def held(path: str) -> bool:
@@ -87,6 +94,9 @@ def release(path: str) -> None:
   entry[1] -= 1
   if entry[1] == 0:
     del _HELD[path]
+    stop = _RENEWING.pop(path, None)
+    if stop is not None:
+      stop.set()
     fs.remove(path, missing_ok=True)
     if entry[0] is not None:
       os.close(entry[0])
@@ -101,18 +111,43 @@ def _read(path: str) -> str | None:
     return None
 
 
+def _now() -> datetime.datetime:
+  return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _stamp(t: datetime.datetime) -> str:
+  return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _fields(record: str) -> dict:
+  """A lock record's `key value` pairs (host, pid, since, seen, token)."""
+  words = record.split()
+  return dict(zip(words[0::2], words[1::2]))
+
+
 def _holder(record: str) -> str:
-  """'host H pid P since T' of a lock record (its token dropped)."""
-  return record.split(" token ")[0] or "?"
+  """'host H pid P since T' of a lock record."""
+  f = _fields(record)
+  return " ".join(f"{k} {f[k]}" for k in ("host", "pid", "since") if k in f) or "?"
+
+
+def _age_s(record: str) -> float | None:
+  """Seconds since the holder last wrote its record (`seen`, else `since`); None if it names no time."""
+  stamp = _fields(record).get("seen") or _fields(record).get("since")
+  try:
+    then = datetime.datetime.strptime(stamp or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+  except ValueError:
+    return None
+  return (_now() - then).total_seconds()
 
 
 def _dead_here(record: str) -> bool:
   """True if the record names this host and a pid that is not running here."""
-  fields = record.split()
-  if len(fields) < 4 or fields[0] != "host" or fields[1] != socket.gethostname() or fields[2] != "pid":
+  f = _fields(record)
+  if f.get("host") != socket.gethostname() or "pid" not in f:
     return False
   try:
-    os.kill(int(fields[3]), 0)
+    os.kill(int(f["pid"]), 0)
   except ProcessLookupError:
     return True
   except (ValueError, PermissionError):
@@ -120,20 +155,56 @@ def _dead_here(record: str) -> bool:
   return False
 
 
+def _left_behind(record: str) -> str | None:
+  """Why the record's holder is gone (its lease ran out, or its pid is not running here); None if it may run."""
+  age = _age_s(record)
+  if age is not None and age > LEASE_S:
+    return f"its lease was last renewed {age:.0f} s ago (more than {LEASE_S:.0f} s)"
+  if _dead_here(record):
+    return "its process is no longer running on this host"
+  return None
+
+
+def _record(since: str, token: str) -> str:
+  return f"host {socket.gethostname()} pid {os.getpid()} since {since} seen {_stamp(_now())} token {token}"
+
+
 def _acquire_remote(path: str, what: str) -> None:
   hint = (f"; if it is no longer running, delete the lock: gsutil rm {path}" if path.startswith("gs://")
           else f"; if it is no longer running, delete the lock object {path}")
   found = _read(path)
   if found is not None:
-    if not _dead_here(found):
-      raise _in_use(what, _holder(found), path, hint)
-    logging.warning("taking over the lock %s of a run that is no longer running (%s)", path, _holder(found))
-  stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-  record = f"host {socket.gethostname()} pid {os.getpid()} since {stamp} token {uuid.uuid4().hex}"
+    gone = _left_behind(found)
+    if gone is None:
+      age = _age_s(found)
+      seen = f", last seen {max(age, 0):.0f} s ago" if age is not None else ""
+      raise _in_use(what, _holder(found) + seen, path,
+                    f"{hint} (it is taken over once not renewed for {LEASE_S:.0f} s)" if seen else hint)
+    logging.warning("taking over the lock %s of a run that is no longer running (%s): %s", path, _holder(found),
+                    gone)
+  since, token = _stamp(_now()), uuid.uuid4().hex
+  record = _record(since, token)
   fs.write_bytes(path, (record + "\n").encode("utf-8"))
   now = _read(path)
   if now != record:  # another run wrote its lock in the meantime
     raise _in_use(what, _holder(now) if now else "another run", path, hint)
+  stop = _RENEWING[path] = threading.Event()
+  threading.Thread(target=_renew, args=(path, since, token, stop), name=f"lock {path}", daemon=True).start()
+
+
+def _renew(path: str, since: str, token: str, stop: threading.Event) -> None:
+  """Rewrite the lock object's `seen` every HEARTBEAT_S until `stop`; stop if another run has taken it over."""
+  while not stop.wait(HEARTBEAT_S):
+    try:
+      current = _read(path)
+      if current is None or _fields(current).get("token") != token:
+        if not stop.is_set():
+          logging.error("the lock %s is no longer this run's (%s): another run took it over", path,
+                        _holder(current) if current else "deleted")
+        return
+      fs.write_bytes(path, (_record(since, token) + "\n").encode("utf-8"))
+    except Exception as e:  # noqa: BLE001 - a failed renewal is retried at the next beat
+      logging.warning("could not renew the lock %s: %s", path, e)
 
 
 @atexit.register
