@@ -111,7 +111,8 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
       "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --quiet"]
   assert _lines(sh("teardown", "--collect", "gs://b/runs/x", "--dry-run", NUM_WORKERS="1")) == [
       SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/x/worker0",
-      "gcloud storage cp -r gs://b/runs/x tpu_logs/x/",
+      "gcloud storage rsync --recursive --exclude '(^|.*/)(checkpoints|best|averaged)/.*' gs://b/runs/x"
+      " tpu_logs/x/x",
       "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --project my-proj --quiet"]
   assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud compute tpus tpu-vm create my-tpu")
 
@@ -166,7 +167,10 @@ def test_collect_makes_one_new_folder_per_run_and_worker(sh):
   lines = _lines(sh("collect", "--dry-run", "gs://bucket/runs/xnli/", NUM_WORKERS="2"))
   assert lines == [SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker0",
                    SCP + "1 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker1",
-                   "gcloud storage cp -r gs://bucket/runs/xnli tpu_logs/xnli/"]
+                   "gcloud storage rsync --recursive --exclude '(^|.*/)(checkpoints|best|averaged)/.*'"
+                   " gs://bucket/runs/xnli tpu_logs/xnli/xnli"]
+  assert _lines(sh("collect", "--dry-run", "gs://bucket/runs/xnli", NUM_WORKERS="1", CHECKPOINTS="1"))[-1] == (
+      "gcloud storage cp -r gs://bucket/runs/xnli tpu_logs/xnli/")  # everything, the parameters too
   assert not (sh.work / "tpu_logs").exists()  # a dry run creates nothing
   (sh.work / "tpu_logs" / "xnli").mkdir(parents=True)
   assert _lines(sh("collect", "--dry-run", "/mnt/runs/xnli", NUM_WORKERS="1")) == [

@@ -3,7 +3,9 @@
 #   TPU_NAME=my-tpu [NUM_WORKERS=4] bash tpu_scripts/collect.sh [--dry-run] [RUN_DIR]
 # <name>: RUN_DIR's base name, else $STAMP (a timestamp); when tpu_logs/<name> exists: <name>-1, <name>-2, ...
 #   tpu_logs/<name>/worker<i>/xtreme-jax-logs/...   ~/xtreme-jax-logs of worker i (scp)
-#   tpu_logs/<name>/<RUN_DIR's base name>/...        RUN_DIR: gs:// with `gcloud storage cp -r`, else worker 0's (scp)
+#   tpu_logs/<name>/<RUN_DIR's base name>/...        RUN_DIR: gs:// with `gcloud storage rsync`, else worker 0's (scp)
+# A gs:// RUN_DIR comes without its parameters (checkpoints/, best/, averaged/ at any depth: the results, logs,
+# predictions and reports); CHECKPOINTS=1 copies them too. A worker's local RUN_DIR is copied whole.
 # NUM_WORKERS: the number of workers (default: asked from gcloud; a dry run needs it set).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -20,7 +22,13 @@ for ((i = 0; i < workers; i++)); do
 done
 case $run_dir in
   '') ;;
-  gs://*) run_gcloud storage cp -r "$run_dir" "$dest/" ;;
+  gs://*)
+    if [ "${CHECKPOINTS:-0}" = 1 ]; then
+      run_gcloud storage cp -r "$run_dir" "$dest/"
+    else
+      run_gcloud storage rsync --recursive --exclude '(^|.*/)(checkpoints|best|averaged)/.*' "$run_dir" \
+        "$dest/${run_dir##*/}"
+    fi ;;
   *) run_gcloud compute tpus tpu-vm scp --recurse "${TPU_FLAGS[@]}" --worker 0 "$TPU_NAME:$run_dir" "$dest/" ;;
 esac
 note "copied to $dest"
