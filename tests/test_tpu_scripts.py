@@ -41,7 +41,9 @@ def sh(tmp_path):
   def run(script, *args, gcloud="fail", check=True, **env):
     fake = ('echo "FAKE GCLOUD CALLED: $*" >&2; exit 99' if gcloud == "fail" else
             f'n=$(ls {calls} | wc -l); printf "%s\\0" "$@" > {calls}/$(printf %03d "$n");'
-            ' case $* in *ipAddress*) echo 10.0.0.2 ;; *describe*) echo 2 ;; esac')
+            ' case $* in *ipAddress*) echo 10.0.0.2 ;; *describe*state.state*) if [ -n "${QR_FILE-}" ]; then'
+            ' read -r now rest < "$QR_FILE"; echo "$now"; [ -z "$rest" ] || echo "$rest" > "$QR_FILE";'
+            ' else echo ACTIVE; fi ;; *describe*) echo 2 ;; esac')
     _write_exe(bin_dir / "gcloud", f"#!/usr/bin/env bash\n{fake}\n")
     full_env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
                 "LC_ALL": "C", **ENV, **env}
@@ -83,6 +85,15 @@ def _on_worker(tmp_path, command: str, name: str = "worker") -> pathlib.Path:
 
 def test_dry_run_prints_the_exact_gcloud_commands(sh):
   assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1")) == [
+      "gcloud compute tpus queued-resources create my-tpu-qr --zone us-east1-d --project my-proj --node-id my-tpu"
+      " --accelerator-type v4-32 --runtime-version tpu-ubuntu2204-base --spot",
+      "gcloud compute tpus queued-resources describe my-tpu-qr --zone us-east1-d --project my-proj"
+      " --format 'value(state.state)'"]
+  assert _lines(sh("create", "--dry-run", SPOT="1", AUTOCHECKPOINT="1"))[0].startswith(
+      "gcloud alpha compute tpus queued-resources create my-tpu-qr ")
+  assert _lines(sh("create", "--dry-run", SPOT="1", AUTOCHECKPOINT="1"))[0].endswith(
+      " --spot --autocheckpoint-enabled")
+  assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1", QUEUED="0")) == [
       "gcloud compute tpus tpu-vm create my-tpu --zone us-east1-d --project my-proj --accelerator-type v4-32"
       " --version tpu-ubuntu2204-base --spot"]
   setup, = _lines(sh("setup", "--dry-run"))
@@ -108,22 +119,37 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
       " < /dev/null & }'"]
   # PROJECT unset: no --project (gcloud's default project) and no gcloud call to look it up.
   assert _lines(sh("teardown", "--dry-run", PROJECT="")) == [
+      "gcloud compute tpus queued-resources delete my-tpu-qr --zone us-east1-d --force --quiet"]
+  assert _lines(sh("teardown", "--dry-run", PROJECT="", QUEUED="0")) == [
       "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --quiet"]
   assert _lines(sh("teardown", "--collect", "gs://b/runs/x", "--dry-run", NUM_WORKERS="1")) == [
       SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/x/worker0",
       "gcloud storage rsync --recursive --exclude '(^|.*/)(checkpoints|best|averaged)/.*' gs://b/runs/x"
       " tpu_logs/x/x",
-      "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --project my-proj --quiet"]
-  assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud compute tpus tpu-vm create my-tpu")
+      "gcloud compute tpus queued-resources delete my-tpu-qr --zone us-east1-d --project my-proj --force --quiet"]
+  assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud compute tpus queued-resources create my-tpu-qr")
 
 
 def test_the_runtime_follows_the_accelerator(sh):
   for accelerator, runtime in (("v4-32", "tpu-ubuntu2204-base"), ("v5litepod-16", "v2-alpha-tpuv5-lite"),
                                ("v5p-16", "v2-alpha-tpuv5"), ("v6e-16", "v2-alpha-tpuv6e")):
-    line, = _lines(sh("create", "--dry-run", ACCELERATOR=accelerator))
-    assert line.endswith(f"--accelerator-type {accelerator} --version {runtime}")
-  line, = _lines(sh("create", "--dry-run", ACCELERATOR="v6e-16", RUNTIME="my-image"))
-  assert line.endswith("--version my-image")
+    line = _lines(sh("create", "--dry-run", ACCELERATOR=accelerator))[0]
+    assert line.endswith(f"--accelerator-type {accelerator} --runtime-version {runtime}")
+  line = _lines(sh("create", "--dry-run", ACCELERATOR="v6e-16", RUNTIME="my-image"))[0]
+  assert line.endswith("--runtime-version my-image")
+
+
+def test_create_waits_for_the_queued_resource_and_stops_on_a_failed_one(sh, tmp_path):
+  states = tmp_path / "states"  # what the stand-in gcloud answers, one state a call
+  states.write_text("WAITING_FOR_RESOURCES PROVISIONING ACTIVE\n")
+  proc = sh("create", gcloud="record", QR_FILE=str(states), POLL_S="0")
+  assert [c[3] for c in sh.calls()] == ["create", "describe", "describe", "describe"]
+  assert "queued resource my-tpu-qr: PROVISIONING; asking again in 0 s" in proc.stderr
+  assert proc.stderr.strip().endswith("my-tpu is ready (queued resource my-tpu-qr)")
+  states.write_text("WAITING_FOR_RESOURCES FAILED\n")
+  proc = sh("create", gcloud="record", check=False, QR_FILE=str(states), POLL_S="0")
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+      "error: queued resource my-tpu-qr is FAILED: see gcloud compute tpus queued-resources describe my-tpu-qr")
 
 
 def test_setup_installs_the_commit_in_a_python_3_11_venv_pins_jax_tpu_and_checks_every_worker(sh, tmp_path):

@@ -18,6 +18,8 @@ case $DRY_RUN in '' | 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac
 : "${REPO_DIR:=~/xtreme-jax}"           # checkout on every worker; a leading ~/ is the worker's home
 : "${STAMP:=$(date +%Y%m%d-%H%M%S)}"    # names the log folder of a launch / sweep (and of a collect)
 : "${COORDINATOR_PORT:=8476}"           # process 0's port for jax.distributed (several workers)
+: "${QUEUED:=1}"                        # 1: the slice comes from a queued resource (create.sh, teardown.sh)
+: "${QUEUED_RESOURCE:=$TPU_NAME-qr}"    # its name
 LOGS='~/xtreme-jax-logs'                # log folder on every worker (~ is the worker's home)
 TPU_FLAGS=(--zone "$ZONE")
 [ -z "$PROJECT" ] || TPU_FLAGS+=(--project "$PROJECT")

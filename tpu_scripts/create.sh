@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create a TPU VM (pod slice):
-#   TPU_NAME=my-tpu ACCELERATOR=v4-32 [RUNTIME=...] [SPOT=1] bash tpu_scripts/create.sh [--dry-run]
+#   TPU_NAME=my-tpu ACCELERATOR=v4-32 [RUNTIME=...] [SPOT=1] [AUTOCHECKPOINT=1] bash tpu_scripts/create.sh [--dry-run]
+# Through a queued resource ($QUEUED_RESOURCE, default $TPU_NAME-qr), waiting until it is ACTIVE (QUEUED=0: a
+# plain `tpu-vm create`).
 # RUNTIME follows the accelerator (tpu_scripts/README.md): v4 tpu-ubuntu2204-base, v5e (v5litepod-N)
 # v2-alpha-tpuv5-lite, v5p v2-alpha-tpuv5, v6e v2-alpha-tpuv6e.
 set -euo pipefail
@@ -14,7 +16,34 @@ case $ACCELERATOR in
   *) default_runtime=tpu-ubuntu2204-base ;;
 esac
 : "${RUNTIME:=$default_runtime}"
-spot=()
-[ -z "${SPOT:-}" ] || spot=(--spot)
-run_gcloud compute tpus tpu-vm create "$TPU_NAME" "${TPU_FLAGS[@]}" \
-  --accelerator-type "$ACCELERATOR" --version "$RUNTIME" ${spot[@]+"${spot[@]}"}
+flags=()
+[ -z "${SPOT:-}" ] || flags+=(--spot)
+if [ "$QUEUED" = 0 ]; then  # a plain VM: created now or refused
+  run_gcloud compute tpus tpu-vm create "$TPU_NAME" "${TPU_FLAGS[@]}" \
+    --accelerator-type "$ACCELERATOR" --version "$RUNTIME" ${flags[@]+"${flags[@]}"}
+  exit
+fi
+# A queued resource (Cloud TPU's way to wait for capacity): the request, then its state until ACTIVE.
+track=()
+if [ -n "${AUTOCHECKPOINT:-}" ]; then  # a checkpoint before maintenance (SIGTERM first): in gcloud's alpha track
+  track=(alpha)
+  flags+=(--autocheckpoint-enabled)
+fi
+run_gcloud ${track[@]+"${track[@]}"} compute tpus queued-resources create "$QUEUED_RESOURCE" "${TPU_FLAGS[@]}" \
+  --node-id "$TPU_NAME" --accelerator-type "$ACCELERATOR" --runtime-version "$RUNTIME" ${flags[@]+"${flags[@]}"}
+state=(compute tpus queued-resources describe "$QUEUED_RESOURCE" "${TPU_FLAGS[@]}" --format 'value(state.state)')
+if [ "$DRY_RUN" = 1 ]; then
+  run_gcloud "${state[@]}"  # (asked every POLL_S seconds until ACTIVE)
+  exit
+fi
+while :; do
+  now=$(gcloud "${state[@]}")
+  case $now in
+    ACTIVE) break ;;
+    FAILED | SUSPENDED | SUSPENDING) die "queued resource $QUEUED_RESOURCE is $now: see gcloud compute tpus \
+queued-resources describe $QUEUED_RESOURCE" ;;
+  esac
+  note "queued resource $QUEUED_RESOURCE: ${now:-?}; asking again in ${POLL_S:-60} s"
+  sleep "${POLL_S:-60}"
+done
+note "$TPU_NAME is ready (queued resource $QUEUED_RESOURCE)"

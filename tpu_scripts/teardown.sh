@@ -11,5 +11,9 @@ if [ "${1:-}" = --collect ]; then
 else
   [ $# -eq 0 ] || die "$usage"
 fi
-run_gcloud compute tpus tpu-vm delete "$TPU_NAME" "${TPU_FLAGS[@]}" --quiet
+if [ "$QUEUED" = 0 ]; then
+  run_gcloud compute tpus tpu-vm delete "$TPU_NAME" "${TPU_FLAGS[@]}" --quiet
+else  # the queued resource and its VM
+  run_gcloud compute tpus queued-resources delete "$QUEUED_RESOURCE" "${TPU_FLAGS[@]}" --force --quiet
+fi
 note "deleted $TPU_NAME"
