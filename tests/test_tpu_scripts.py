@@ -19,7 +19,9 @@ ENV = {"TPU_NAME": "my-tpu", "ZONE": "us-east1-d", "PROJECT": "my-proj", "STAMP"
        "REPO_URL": "https://example.com/xtreme-jax.git", "COMMIT": "0123abcd"}
 SSH = "gcloud compute tpus tpu-vm ssh my-tpu --zone us-east1-d --project my-proj --worker all --command "
 SCP = "gcloud compute tpus tpu-vm scp --recurse --zone us-east1-d --project my-proj --worker "
-ENTER = "cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
+ENTER = ("cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
+         "{ ! pgrep -f '\\''bin/[x]treme-jax run'\\'' > /dev/null || { echo \"error: an xtreme-jax run already uses"
+         " this TPU VM (pgrep -af xtreme-jax lists it)\" >&2; exit 3; }; } && ")
 # Gin bindings with single quotes, spaces, parentheses, braces, $, *, a backslash and shell operators.
 TRICKY = ["--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='/mnt/runs/a b'",
           "--gin.TASKS=('xnli','panx')", "--gin.LANGS={'xnli': ['de']}", "--gin.NOTE=\"it's $HOME *\"",
@@ -234,6 +236,26 @@ def test_launch_passes_every_argument_unchanged(sh, tmp_path):
   line, = _lines(sh("launch", "--dry-run", "--gin.fail=1", NUM_WORKERS="1"))  # the stand-in exits 3
   home = _on_worker(tmp_path, _remote_command(line), "failing")
   assert (home / "xtreme-jax-logs" / "20250102-030405" / "exit_status").read_text() == "3\n"
+
+
+def test_a_second_launch_on_a_busy_worker_is_refused_in_one_line(sh, tmp_path):
+  """While an xtreme-jax run (its Python process: `.../bin/xtreme-jax run ...`) uses the worker, launching
+  another fails on that worker with one line and starts nothing."""
+  line, = _lines(sh("launch", "--dry-run", "--gin_file=a.gin", NUM_WORKERS="1"))
+  busy = subprocess.Popen(["bash", "-c", 'exec -a "/home/u/venv/bin/xtreme-jax run --gin_file=old.gin" sleep 30'])
+  try:
+    home = tmp_path / "busy"
+    (home / "xtreme-jax").mkdir(parents=True)
+    (home / "venv" / "bin").mkdir(parents=True)
+    (home / "venv" / "bin" / "activate").write_text("")
+    proc = subprocess.run(["bash", "-c", _remote_command(line)], env={"PATH": os.environ["PATH"], "HOME": str(home)},
+                          capture_output=True, text=True, timeout=30)
+  finally:
+    busy.kill()
+    busy.wait()
+  assert proc.returncode == 3 and proc.stderr.strip() == (
+      "error: an xtreme-jax run already uses this TPU VM (pgrep -af xtreme-jax lists it)")
+  assert not (home / "xtreme-jax-logs" / "20250102-030405" / "run.log").exists()
 
 
 def test_several_workers_run_as_the_processes_of_one_run(sh, tmp_path):

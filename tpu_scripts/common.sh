@@ -90,9 +90,14 @@ in_repo() {  # in_repo: the worker-shell prefix that enters the checkout and its
   printf 'cd %s && . ~/venv/bin/activate' "$(remote_path "$REPO_DIR")"
 }
 
-detached() {  # detached LOG COMMANDS: the worker-shell line running COMMANDS in the checkout, detached (SIGHUP ignored)
+BUSY="bin/[x]treme-jax run"  # pgrep -f's pattern for a running xtreme-jax run (its Python process); the [x]
+# keeps it from matching the worker's own shell, whose command line holds this pattern
+
+detached() {  # detached LOG COMMANDS: the worker-shell line running COMMANDS in the checkout, detached (SIGHUP ignored);
+  # refused (exit 3, one line) while an xtreme-jax run already uses the worker's TPU
   printf '%s' "$(in_repo) && mkdir -p $(remote_path "$LOGS/$STAMP") && \
-{ (trap \"\" HUP; $2) > $(remote_path "$1") 2>&1 < /dev/null & }"
+{ ! pgrep -f '$BUSY' > /dev/null || { echo \"error: an xtreme-jax run already uses this TPU VM \
+(pgrep -af xtreme-jax lists it)\" >&2; exit 3; }; } && { (trap \"\" HUP; $2) > $(remote_path "$1") 2>&1 < /dev/null & }"
 }
 
 run_detached() {  # run_detached LOG COMMANDS: on every worker, COMMANDS detached; with several workers each is one
