@@ -278,6 +278,28 @@ def test_sigterm_saves_the_current_step_and_the_rerun_ends_identical(tmp_path, s
   assert [r["step"] for r in metric_lines(tmp_path)] == list(range(1, 11))
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class StatefulSignallingSource(SignallingSource):
+  """A source that keeps an input state (the position it is asked from, and its slot of the batch)."""
+
+  def input_state(self, position, host_index=0, host_count=1):
+    return {"position": position, "slot": [host_index, host_count]}
+
+  def restore_input_state(self, state, position, host_index=0, host_count=1):
+    assert state["position"] == position
+
+
+def test_a_stop_between_planned_checkpoints_saves_the_input_state_of_its_step(tmp_path):
+  """The source keeps an input state and the stop falls between planned checkpoints: the state saved with the
+  stop's checkpoint is the source's own at that step (taken once the feed has stopped), for this process's slot."""
+  with pytest.raises(Preempted) as stopped:
+    _fit(tmp_path, StatefulSignallingSource(at=6), steps=10, every=5)
+  stop = int(re.search(r"SIGTERM at step (\d+) after saving", str(stopped.value))[1])
+  saved = [p for p in (tmp_path / "checkpoints" / str(stop)).rglob("host-0.json")]
+  assert len(saved) == 1
+  assert json.loads(saved[0].read_text().partition("\n")[2]) == {"position": stop, "slot": [0, 1]}
+
+
 def test_sigint_is_recorded_then_the_old_handler_returns():
   before = signal.getsignal(signal.SIGINT)
   with stop_signals() as received:

@@ -549,8 +549,8 @@ class Trainer:
       after = source.input_state(p + 1, host, hosts) if keeps_state and saves(p + 1) else None
       yield _Fed(p, self.to_global(batch), source.tokens_per_batch(batch), after)
 
-  @staticmethod
-  def _input_state(source, position: int, fed: _Fed, feed: prefetch.Prefetcher) -> Optional[Callable[[], Any]]:
+  def _input_state(self, source, position: int, fed: _Fed, feed: prefetch.Prefetcher
+                   ) -> Optional[Callable[[], Any]]:
     """What saves the input's state with a checkpoint, for sources that keep one (`input_state`): the state
     taken after the batch (planned checkpoints), else (a stop) the source's own, once the feed has stopped."""
     if not hasattr(source, "input_state"):
