@@ -156,7 +156,8 @@ class RunDirectory:
   def lock(self) -> "RunDirectory":
     """Take the directory's lock (non-blocking); removes stale temporary files of killed writers."""
     first = not locks.held(self._lock_path)
-    distributed.check_shared_directory(self.run_dir)
+    if first:  # (a collective on several processes: every process claims the directory once)
+      distributed.check_shared_directory(self.run_dir)
     self._created = self._created or not fs.isdir(self.run_dir)
     fs.makedirs(self.run_dir)
     locks.acquire(self._lock_path, self.run_dir)
