@@ -274,6 +274,12 @@ def _attention_bwd(options, residuals, do):
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
+def _key_lengths(key_lengths, keys: int):
+  """int32 key lengths, at most `keys`; a row with none attends to every key."""
+  lengths = jnp.asarray(key_lengths, jnp.int32)
+  return jnp.where(lengths > 0, jnp.minimum(lengths, keys), keys)
+
+
 def _block(length: int, preferred: int) -> int:
   """The largest power of two <= `preferred` that is >= 16 and no longer than the (padded) sequence needs."""
   return max(16, min(preferred, pl.next_power_of_2(length)))
@@ -305,8 +311,7 @@ def flash_attention(q, k, v, key_lengths, seed=None, rate: float = 0.0, causal: 
   block_q, block_k = _block(queries, block_q), _block(keys, block_k)
   padded_q, padded_k = -(-queries // block_q) * block_q, -(-keys // block_k) * block_k
   padded_dim = max(16, pl.next_power_of_2(dim))
-  lengths = jnp.asarray(key_lengths, jnp.int32)
-  lengths = jnp.where(lengths > 0, jnp.minimum(lengths, keys), keys)
+  lengths = _key_lengths(key_lengths, keys)
   seed = jnp.zeros((), jnp.int32) if seed is None else jnp.asarray(seed).astype(jnp.int32).reshape(())
   options = _Options(1.0 / math.sqrt(dim), float(rate), bool(causal), block_q, block_k, bool(interpret))
   pad = lambda x, n: _pad_to(_pad_to(x, 1, n), 3, padded_dim)  # noqa: E731
@@ -318,8 +323,7 @@ def reference_attention(q, k, v, key_lengths, seed=None, rate: float = 0.0, caus
   """`flash_attention`'s function in plain jnp: a dense float32 softmax, the same keep mask, then the values."""
   batch, queries, heads, dim = q.shape
   keys = k.shape[1]
-  lengths = jnp.asarray(key_lengths, jnp.int32)
-  lengths = jnp.where(lengths > 0, jnp.minimum(lengths, keys), keys)
+  lengths = _key_lengths(key_lengths, keys)
   s = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) / math.sqrt(dim)
   valid = jnp.arange(keys)[None, None, None, :] < lengths[:, None, None, None]
   if causal:
