@@ -75,8 +75,8 @@ def assert_mean(params, sum_of_scales, count, newest):
   np.testing.assert_array_equal(np.asarray(params["count"]), [newest])  # kept from the newest
 
 
-def one_error_line(capsys, *argv) -> str:
-  assert cli.main(["average-checkpoints", *map(str, argv)]) == 2
+def one_error_line(capsys, *argv, code: int = 2) -> str:
+  assert cli.main(["average-checkpoints", *map(str, argv)]) == code
   captured = capsys.readouterr()
   lines = captured.err.splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
@@ -207,7 +207,7 @@ def test_a_second_process_holding_the_run_directory_is_refused(run, capsys):
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(RunDirectoryInUseError, match=re.escape(f"{run} is in use by pid {holder.pid} ")):
       averaging.average_checkpoints(run, last=2)
-    assert one_error_line(capsys, run, "--last", 2).startswith(f"error: {run} is in use by pid {holder.pid} ")
+    assert one_error_line(capsys, run, "--last", 2, code=75).startswith(f"error: {run} is in use by pid {holder.pid} ")
     assert not os.path.exists(os.path.join(run, "averaged"))
   finally:
     holder.stdin.close()

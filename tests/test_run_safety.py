@@ -115,8 +115,11 @@ def test_override_history_is_recorded_and_applied_again(tmp_path):
 
 def test_stale_temporary_files_are_removed_when_a_run_directory_is_claimed_again(tmp_path):
   run = tmp_path / "run"
-  # Never claimed: lock files, stale temporary files and empty folders do not make it foreign.
+  # Never claimed: lock files, stale temporary files, empty folders and the TPU scripts' uploaded worker logs
+  # (tpu_scripts/launch.sh writes them from the start) do not make it foreign.
   (run / "checkpoints" / "3.orbax-checkpoint-tmp-99").mkdir(parents=True)
+  (run / "tpu_logs" / "20250102-030405" / "worker0").mkdir(parents=True)
+  (run / "tpu_logs" / "20250102-030405" / "worker0" / "run.log").write_text("starting\n")
   (run / ".lock").write_text("12345\n")
   (run / ".summary.json.abcd1234.tmp").write_text("{")
   with RunDirectory(str(run), {"a": 1}) as claim:
@@ -133,7 +136,8 @@ def test_stale_temporary_files_are_removed_when_a_run_directory_is_claimed_again
     assert claim.check() is True
   left = sorted(os.path.relpath(os.path.join(r, n), run) for r, ds, fs in os.walk(run) for n in ds + fs)
   assert left == [".notes", "checkpoints", "models", "models/xnli", "models/xnli/checkpoints", "run_config.json",
-                  "summary.json"]
+                  "summary.json", "tpu_logs", "tpu_logs/20250102-030405", "tpu_logs/20250102-030405/worker0",
+                  "tpu_logs/20250102-030405/worker0/run.log"]
 
 
 @pytest.mark.parametrize("binding,message", [

@@ -22,6 +22,10 @@ SCP = "gcloud compute tpus tpu-vm scp --recurse --zone us-east1-d --project my-p
 ENTER = ("cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
          "{ ! pgrep -f '\\''bin/[x]treme-jax run'\\'' > /dev/null || { echo \"error: an xtreme-jax run already uses"
          " this TPU VM (pgrep -af xtreme-jax lists it)\" >&2; exit 3; }; } && ")
+# A worker's log folder copied to gs:// beside the run (common.sh uploading), around the commands.
+UPLOAD = ("up() {{ gcloud storage rsync --recursive ~/xtreme-jax-logs/20250102-030405"
+          " {}/tpu_logs/20250102-030405/worker\"${{JAX_PROCESS_ID:-0}}\" > /dev/null 2>&1; }};"
+          " (while sleep 60; do up; done) & uploader=$!; ")
 # Gin bindings with single quotes, spaces, parentheses, braces, $, *, a backslash and shell operators.
 TRICKY = ["--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='/mnt/runs/a b'",
           "--gin.TASKS=('xnli','panx')", "--gin.LANGS={'xnli': ['de']}", "--gin.NOTE=\"it's $HOME *\"",
@@ -104,20 +108,22 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
       " git fetch -q origin; git checkout -q --detach 0123abcd; python3 -m pip install -q --user -U uv;")
   assert _lines(sh("launch", "--gin_file=experiments/xtreme_mbert.gin", "--gin.RUN_DIR='gs://b/runs/x'",
                    "--dry-run", NUM_WORKERS="1")) == [
-      SSH + "'" + ENTER + "{ (trap \"\" HUP; xtreme-jax run --gin_file=experiments/xtreme_mbert.gin"
-      " \"--gin.RUN_DIR='\\''gs://b/runs/x'\\''\"; echo $? > ~/xtreme-jax-logs/20250102-030405/exit_status)"
-      " > ~/xtreme-jax-logs/20250102-030405/run.log 2>&1"
+      SSH + "'" + ENTER + "{ (trap \"\" HUP; " + UPLOAD.format("gs://b/runs/x") + "xtreme-jax run"
+      " --gin_file=experiments/xtreme_mbert.gin"
+      " \"--gin.RUN_DIR='\\''gs://b/runs/x'\\''\"; echo $? > ~/xtreme-jax-logs/20250102-030405/exit_status;"
+      " kill $uploader; up) > ~/xtreme-jax-logs/20250102-030405/run.log 2>&1"
       " < /dev/null & }'"]
   assert _lines(sh("sweep", "--dry-run", "a.gin", "LR", "1e-5", "('xnli','panx')", RUN_ROOT="gs://b/sw",
                    NUM_WORKERS="1")) == [
-      SSH + "'" + ENTER + "{ (trap \"\" HUP; failed=0; say() { echo \"$(date -u +%FT%TZ) $*\"; };"
+      SSH + "'" + ENTER + "{ (trap \"\" HUP; " + UPLOAD.format("gs://b/sw") + "failed=0; say() { echo \"$(date -u +%FT%TZ) $*\"; };"
       " one() { name=$1; shift; say start \"$name\"; xtreme-jax run \"$@\" >"
       " ~/xtreme-jax-logs/20250102-030405/\"$name\".log 2>&1; rc=$?; if [ $rc -eq 0 ]; then say ok \"$name\";"
       " else say FAILED \"$name\" \"(exit $rc)\"; failed=$((failed + 1)); fi; };"
       " one LR=1e-5 --gin_file=a.gin --gin.LR=1e-5 \"--gin.RUN_DIR='\\''gs://b/sw/LR=1e-5'\\''\";"
       " one LR=xnli_panx --gin_file=a.gin \"--gin.LR=('\\''xnli'\\'','\\''panx'\\'')\""
       " \"--gin.RUN_DIR='\\''gs://b/sw/LR=xnli_panx'\\''\";"
-      " say \"sweep finished: $failed of 2 runs failed\") > ~/xtreme-jax-logs/20250102-030405/sweep.log 2>&1"
+      " say \"sweep finished: $failed of 2 runs failed\"; kill $uploader; up)"
+      " > ~/xtreme-jax-logs/20250102-030405/sweep.log 2>&1"
       " < /dev/null & }'"]
   # PROJECT unset: no --project (gcloud's default project) and no gcloud call to look it up.
   assert _lines(sh("teardown", "--dry-run", PROJECT="")) == [
@@ -280,7 +286,8 @@ def test_sweep_runs_each_value_in_its_own_run_dir_and_records_failures(sh, tmp_p
   proc = sh("sweep", "--dry-run", "experiments/xtreme_mbert.gin", "LR", *values, "--", "--gin.STEPS=3",
             RUN_ROOT="gs://bucket/sweeps/lr/", NUM_WORKERS="1")
   line, = _lines(proc)
-  assert line.startswith(SSH + "'" + ENTER + "{ (trap \"\" HUP; failed=0; ")
+  assert line.startswith(SSH + "'" + ENTER + "{ (trap \"\" HUP; " + UPLOAD.format("gs://bucket/sweeps/lr")
+                         + "failed=0; ")
   assert ("; one LR=xnli_panx --gin_file=experiments/xtreme_mbert.gin \"--gin.LR=('\\''xnli'\\'','\\''panx'\\'')\""
           " --gin.STEPS=3 \"--gin.RUN_DIR='\\''gs://bucket/sweeps/lr/LR=xnli_panx'\\''\";") in line
   home = _on_worker(tmp_path, _remote_command(line))
@@ -305,3 +312,128 @@ def test_sweep_refuses_bad_input_with_one_line(sh, args, env, message):
   proc = sh("sweep", "--dry-run", *args, check=False, **{"RUN_ROOT": "gs://b", **env})
   assert proc.returncode == 2 and proc.stdout == ""
   assert proc.stderr.splitlines()[-1].startswith(message)
+
+
+# -- launch.sh --restart, against a stand-in slice ---------------------------------------------------------------
+
+# The stand-in gcloud of the restart tests: records each call; answers the queued resource's state from $STATES
+# (one word a call, the last one kept); runs an ssh command that starts `xtreme-jax run` in the worker home
+# $WORKER (and waits for it), records any other; `storage rsync` / `storage cat` work on the folder $BUCKET.
+SLICE = r'''#!/usr/bin/env bash
+printf '%s\0' "$@" > "$CALLS/$(printf %03d "$(ls "$CALLS" | wc -l)")"
+case $* in
+  *queued-resources\ describe*)
+    read -r now rest < "$STATES"; echo "$now"; [ -z "$rest" ] || echo "$rest" > "$STATES" ;;
+  *tpu-vm\ ssh*)
+    command=${!#}
+    case $command in *"xtreme-jax run"*)
+      HOME=$WORKER PATH="$WORKER/stub:$PATH" bash -c "$command"$'\nwait' ;; esac ;;
+  storage\ rsync*)
+    dest=$BUCKET/${5#gs://}; mkdir -p "$dest"; cp -r "$4/." "$dest/" ;;
+  storage\ cat*)
+    cat "$BUCKET/${3#gs://}" ;;
+esac
+'''
+
+
+@pytest.fixture
+def pod(tmp_path):
+  """pod(*launch_args, states=..., codes=..., **env) -> CompletedProcess of `launch.sh --restart` against a
+  stand-in one-worker slice whose `xtreme-jax run` exits with each of `codes` in turn."""
+  tmp_path = tmp_path / "pod"
+  bin_dir, calls, bucket, worker = (tmp_path / n for n in ("bin", "calls", "bucket", "worker"))
+  for d in (bin_dir, calls, bucket, worker / "xtreme-jax", worker / "venv" / "bin", worker / "stub"):
+    d.mkdir(parents=True)
+  (worker / "venv" / "bin" / "activate").write_text("")
+  _write_exe(bin_dir / "gcloud", SLICE)
+  _write_exe(worker / "stub" / "xtreme-jax", '#!/usr/bin/env bash\necho "run $*"\n'
+             'read -r code rest < ~/codes; echo "$rest" > ~/codes; exit "$code"\n')
+
+  def run(*args, states, codes, **env):
+    (tmp_path / "states").write_text(states + "\n")
+    (worker / "codes").write_text(codes + "\n")
+    full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"), "LC_ALL": "C",
+            **ENV, "CALLS": str(calls), "STATES": str(tmp_path / "states"), "BUCKET": str(bucket),
+            "WORKER": str(worker), "NUM_WORKERS": "1", "POLL_S": "0", **env}
+    return subprocess.run(["bash", str(SCRIPTS / "launch.sh"), "--restart", *args], cwd=tmp_path, env=full,
+                          capture_output=True, text=True, timeout=60)
+
+  run.calls = lambda: [(calls / f).read_text().split("\0")[:-1] for f in sorted(os.listdir(calls))]
+  run.bucket = bucket
+  return run
+
+
+RUN = ["--gin_file=a.gin", "--gin.RUN_DIR='gs://b/runs/x'"]
+
+
+def test_restart_relaunches_a_stopped_run_and_remakes_a_preempted_slice_until_the_run_finishes(pod):
+  """Attempt 1 crashes (exit 1) on a live slice: relaunched there. Attempt 2 is stopped by the preemption's
+  SIGTERM (143) and the queued resource is then SUSPENDED: deleted, created, set up, launched: attempt 3 finishes."""
+  proc = pod(*RUN, states="ACTIVE ACTIVE SUSPENDED ACTIVE", codes="1 143 0")
+  assert proc.returncode == 0, proc.stderr
+  assert proc.stderr.strip().splitlines()[-1] == "the run has finished (attempt 3); logs in gs://b/runs/x/tpu_logs"
+  kinds = []
+  for call in pod.calls():
+    if call[:2] == ["storage", "cat"]:
+      kinds.append("status " + call[2].split("/")[-3])
+    elif call[3] == "ssh":
+      command = call[-1]
+      kinds.append("launch" if "xtreme-jax run" in command else "stop" if "pkill" in command else "setup")
+    elif call[:2] != ["storage", "rsync"]:
+      kinds.append(" ".join(call[3:5]) if call[2] == "queued-resources" else call[3])
+  assert kinds == [
+      "describe my-tpu-qr", "launch", "status 20250102-030405-1",
+      "describe my-tpu-qr", "stop", "launch", "status 20250102-030405-2",
+      "describe my-tpu-qr", "delete my-tpu-qr", "create my-tpu-qr", "describe my-tpu-qr", "setup", "launch",
+      "status 20250102-030405-3"]
+  logs = pod.bucket / "b" / "runs" / "x" / "tpu_logs"  # beside the run, one folder per attempt and worker
+  for attempt, code in (("1", "1"), ("2", "143"), ("3", "0")):
+    worker = logs / f"20250102-030405-{attempt}" / "worker0"
+    assert (worker / "exit_status").read_text() == code + "\n"
+    assert (worker / "run.log").read_text() == "run run " + " ".join(RUN) + "\n"  # the stub echoes its argv
+
+
+def test_restart_stops_on_bad_input_and_after_max_restarts(pod, sh):
+  proc = pod(*RUN, states="ACTIVE", codes="2")
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+      "error: the run stopped on bad input (exit 2): the last line of "
+      "gs://b/runs/x/tpu_logs/20250102-030405-1/worker0/run.log says why")
+  proc = pod(*RUN, states="ACTIVE", codes="1 1 1 0", MAX_RESTARTS="1")
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+      "error: the run did not finish after 1 relaunches: see gs://b/runs/x/tpu_logs")
+  proc = pod("--gin_file=a.gin", "--gin.RUN_DIR='/mnt/runs/x'", states="ACTIVE", codes="0")
+  assert proc.returncode == 2 and proc.stderr.strip() == (
+      "error: --restart reads each attempt's exit status from gs://: give a gs:// --gin.RUN_DIR (or LOG_URL)")
+  lines = _lines(sh("launch", "--dry-run", "--restart", *RUN, NUM_WORKERS="1"))
+  assert lines[0] == ("gcloud compute tpus queued-resources describe my-tpu-qr --zone us-east1-d --project my-proj"
+                      " --format 'value(state.state)'")
+  assert "20250102-030405-1/run.log" in lines[1] and lines[2] == (
+      "gcloud storage cat gs://b/runs/x/tpu_logs/20250102-030405-1/worker0/exit_status")
+
+
+def test_the_v4_16_walk_through_runs_as_printed(tmp_path):
+  """Every tpu_scripts command of tpu_scripts/README.md's walk-through, as printed, dry-runs (NUM_WORKERS=2),
+  and the log it points at is where the launched workers write."""
+  text = (SCRIPTS / "README.md").read_text()
+  block = text.split("## A v4-16 run", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+  commands = block.replace("\\\n", " ").splitlines()
+  steps = [c for c in commands if c.startswith("export ") or "tpu_scripts/" in c]
+  assert len(steps) == 5 and sum("--restart" in c for c in steps) == 1
+  script = "\n".join(["set -e", *(c if c.startswith("export ") else f"{c} --dry-run" for c in steps)])
+  env = {k: v for k, v in os.environ.items() if k not in ENV}
+  bin_dir = tmp_path / "walk"
+  bin_dir.mkdir()
+  _write_exe(bin_dir / "gcloud", '#!/usr/bin/env bash\necho "FAKE GCLOUD CALLED: $*" >&2; exit 99\n')
+  proc = subprocess.run(["bash", "-c", script], cwd=SCRIPTS.parent, capture_output=True, text=True, timeout=60,
+                        env={**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "NUM_WORKERS": "2",
+                             "COORDINATOR_IP": "10.0.0.2", "STAMP": "20260101-000000"})
+  assert proc.returncode == 0 and "FAKE GCLOUD" not in proc.stderr, proc.stderr
+  lines = proc.stdout.splitlines()
+  launches = [ln for ln in lines if "xtreme-jax run" in ln]
+  assert [shlex.split(ln)[shlex.split(ln).index("--worker") + 1] for ln in launches] == ["0", "1"]
+  assert all(" --zone us-central2-b --project my-project " in ln for ln in launches)
+  watched = next(c for c in commands if c.startswith("gcloud storage cat")).split()[-1]
+  uploaded = "gs://my-bucket/runs/xtreme_mbert/tpu_logs/20260101-000000-1/worker"
+  assert watched.replace("<STAMP>", "20260101-000000") == uploaded + "0/run.log" and uploaded in launches[0]
+  assert lines[-1] == ("gcloud compute tpus queued-resources delete xtreme-v4-qr --zone us-central2-b"
+                       " --project my-project --force --quiet")

@@ -20,6 +20,8 @@ case $DRY_RUN in '' | 0) DRY_RUN=0 ;; *) DRY_RUN=1 ;; esac
 : "${COORDINATOR_PORT:=8476}"           # process 0's port for jax.distributed (several workers)
 : "${QUEUED:=1}"                        # 1: the slice comes from a queued resource (create.sh, teardown.sh)
 : "${QUEUED_RESOURCE:=$TPU_NAME-qr}"    # its name
+: "${UPLOAD_S:=60}"                     # a worker copies its log folder to LOG_URL every UPLOAD_S seconds
+[[ $UPLOAD_S =~ ^[1-9][0-9]*$ ]] || { echo "error: UPLOAD_S must be a positive number of seconds" >&2; exit 2; }
 LOGS='~/xtreme-jax-logs'                # log folder on every worker (~ is the worker's home)
 TPU_FLAGS=(--zone "$ZONE")
 [ -z "$PROJECT" ] || TPU_FLAGS+=(--project "$PROJECT")
@@ -114,6 +116,33 @@ run_detached() {  # run_detached LOG COMMANDS: on every worker, COMMANDS detache
     gcloud_ssh "$i" "$(detached "$1" "export JAX_COORDINATOR_ADDRESS=$address JAX_NUM_PROCESSES=$n \
 JAX_PROCESS_ID=$i; $2")"
   done
+}
+
+run_dir_of() {  # run_dir_of ARG...: the value of the last --gin.RUN_DIR=... argument, without its quotes
+  local arg value=''
+  for arg in "$@"; do
+    case $arg in --gin.RUN_DIR=*) value=${arg#--gin.RUN_DIR=} ;; esac
+  done
+  case $value in \'*\' | \"*\") value=${value:1:${#value}-2} ;; esac
+  printf '%s' "$value"
+}
+
+log_url_for() {  # log_url_for RUN_DIR: where the workers' logs go: LOG_URL if set (empty: nowhere), else
+  # RUN_DIR/tpu_logs for a gs:// RUN_DIR (a run's claim ignores that folder), else nowhere
+  if [ -n "${LOG_URL+set}" ]; then
+    printf '%s' "${LOG_URL%/}"
+    return
+  fi
+  case $1 in gs://*) printf '%s/tpu_logs' "${1%/}" ;; esac
+}
+
+uploading() {  # uploading URL COMMANDS: worker-shell COMMANDS while the worker copies its log folder ($LOGS/$STAMP)
+  # to URL/$STAMP/worker<i> (i: JAX_PROCESS_ID, 0 on one worker) every UPLOAD_S seconds and once at the end, so the
+  # logs outlive the VM; URL empty: COMMANDS alone
+  [ -n "$1" ] || { printf '%s' "$2"; return; }
+  printf '%s' "up() { gcloud storage rsync --recursive $(remote_path "$LOGS/$STAMP") \
+$(quote_word "$1/$STAMP/worker")\"\${JAX_PROCESS_ID:-0}\" > /dev/null 2>&1; }; \
+(while sleep $UPLOAD_S; do up; done) & uploader=\$!; $2; kill \$uploader; up"
 }
 
 safe_name() {  # safe_name VALUE: VALUE as a file name (each run of other characters -> _, trimmed)

@@ -13,6 +13,7 @@ source "$(dirname "$0")/common.sh"
 : "${COMMIT:=$(git -C "$(dirname "$0")/.." rev-parse HEAD 2>/dev/null || true)}"
 [[ $COMMIT =~ ^[0-9a-f]{7,40}$ ]] || die "set COMMIT to the commit to install (a hex sha; got '$COMMIT')"
 repo=$(remote_path "$REPO_DIR")
+# shellcheck disable=SC2088  # (the worker's shell expands ~)
 uv='~/.local/bin/uv'
 check='from xtreme_jax.training.distributed import initialize_distributed as join; join(); import jax as j; '\
 'print(f"worker {j.process_index()} of {j.process_count()} processes, {j.device_count()} devices '\

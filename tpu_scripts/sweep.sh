@@ -6,7 +6,8 @@
 #   TPU_NAME=my-tpu RUN_ROOT=gs://my-bucket/sweeps/xnli_lr bash tpu_scripts/sweep.sh [--dry-run] \
 #     experiments/xtreme_mbert.gin LEARNING_RATE 1e-5 2e-5 3e-5 [-- --gin.TASKS="('xnli',)" ...]
 # Logs on each worker: ~/xtreme-jax-logs/$STAMP/sweep.log (start / ok / FAILED per run) and one
-# ~/xtreme-jax-logs/$STAMP/MACRO=<value>.log per run.
+# ~/xtreme-jax-logs/$STAMP/MACRO=<value>.log per run; with a gs:// RUN_ROOT (or LOG_URL) each worker copies
+# them to $RUN_ROOT/tpu_logs/$STAMP/worker<i>/ every UPLOAD_S seconds (60) and at the end.
 # shellcheck disable=SC2016  # the worker's shell expands the $ in the loop it runs
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -46,5 +47,6 @@ for value in "${values[@]}"; do
   note "== $name: run dir $root/$name"
 done
 script+=' say "sweep finished: $failed of '"${#values[@]}"' runs failed"'
-run_detached "$LOGS/$STAMP/sweep.log" "$script"
+log_url=$(log_url_for "$root")
+run_detached "$LOGS/$STAMP/sweep.log" "$(uploading "$log_url" "$script")"
 note "sweep of ${#values[@]} runs started on all workers of $TPU_NAME; log $LOGS/$STAMP/sweep.log"

@@ -3,7 +3,8 @@
 Every error a user can cause (a bad data file, a bad Gin binding, a missing
 folder, an incompatible checkpoint) is a `UserError` whose message is one line
 naming the file, line, key or language and what was expected. The CLI prints
-`error: <message>` and exits with `exit_code` (2) without a traceback;
+`error: <message>` and exits with `exit_code` (2; 75 for a run directory in
+use, 128 + N for a stop by signal N) without a traceback;
 `--debug` or `XTREME_JAX_DEBUG=1` shows it. Anything else is a bug and keeps
 its traceback.
 

@@ -95,8 +95,12 @@ def _lock_name() -> str:
   return ".lock" if jax.process_index() == 0 else f".lock.{jax.process_index()}"
 
 
+# Where tpu_scripts/launch.sh and sweep.sh upload the workers' logs (from before the run claims its directory).
+LAUNCH_LOGS = "tpu_logs"
+
+
 def _is_own_file(name: str) -> bool:
-  return name == ".lock" or name.startswith(".lock.")
+  return name in (".lock", LAUNCH_LOGS) or name.startswith(".lock.")
 
 
 def _holds_files(path: str) -> bool:
@@ -121,7 +125,7 @@ class RunDirectory:
   (recorded ones, then these) says what the resumed run must use. `files`
   ({name: JSON value}) are written beside run_config.json at commit. `known`
   names entries that may already exist in a directory not yet claimed
-  (besides lock files and empty folders).
+  (besides lock files, the launch scripts' `tpu_logs/` and empty folders).
 
   Multi-host: every process checks; only process 0 writes (run_config.json,
   `files`, the removal of stale temporary files). The lock is per host: each

@@ -39,7 +39,10 @@ from xtreme_jax import errors, fs
 
 
 class InUseError(errors.UserError, RuntimeError):
-  """Another process holds the lock."""
+  """Another process holds the lock: exit code 75 (sysexits' EX_TEMPFAIL: try again later), so that a restart
+  loop (tpu_scripts/launch.sh --restart) tells a lease not yet expired from bad input (2)."""
+
+  exit_code = 75
 
 
 _HELD: dict[str, list] = {}  # path -> [fd (None for a URL), count]: locking again in the same process nests
