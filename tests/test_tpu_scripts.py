@@ -317,13 +317,14 @@ def test_sweep_refuses_bad_input_with_one_line(sh, args, env, message):
 # -- launch.sh --restart, against a stand-in slice ---------------------------------------------------------------
 
 # The stand-in gcloud of the restart tests: records each call; answers the queued resource's state from $STATES
-# (one word a call, the last one kept); runs an ssh command that starts `xtreme-jax run` in the worker home
+# (one word a call, the last one kept; ERROR: the query fails); runs an ssh command that starts `xtreme-jax run` in the worker home
 # $WORKER (and waits for it), records any other; `storage rsync` / `storage cat` work on the folder $BUCKET.
 SLICE = r'''#!/usr/bin/env bash
 printf '%s\0' "$@" > "$CALLS/$(printf %03d "$(ls "$CALLS" | wc -l)")"
 case $* in
-  *queued-resources\ describe*)
-    read -r now rest < "$STATES"; echo "$now"; [ -z "$rest" ] || echo "$rest" > "$STATES" ;;
+  *queued-resources\ describe*)  # ERROR: the query fails
+    read -r now rest < "$STATES"; [ -z "$rest" ] || echo "$rest" > "$STATES"; [ "$now" != ERROR ] || exit 1
+    echo "$now" ;;
   *tpu-vm\ ssh*)
     command=${!#}
     case $command in *"xtreme-jax run"*)
@@ -367,9 +368,10 @@ RUN = ["--gin_file=a.gin", "--gin.RUN_DIR='gs://b/runs/x'"]
 
 
 def test_restart_relaunches_a_stopped_run_and_remakes_a_preempted_slice_until_the_run_finishes(pod):
-  """Attempt 1 crashes (exit 1) on a live slice: relaunched there. Attempt 2 is stopped by the preemption's
-  SIGTERM (143) and the queued resource is then SUSPENDED: deleted, created, set up, launched: attempt 3 finishes."""
-  proc = pod(*RUN, states="ACTIVE ACTIVE SUSPENDED ACTIVE", codes="1 143 0")
+  """Attempt 1 crashes (exit 1) on a live slice: relaunched there once the state is known again (a failed query,
+  a slice coming up: neither is a loss). Attempt 2 is stopped by the preemption's SIGTERM (143) and the queued
+  resource is then SUSPENDED: deleted, created, set up, launched: attempt 3 finishes."""
+  proc = pod(*RUN, states="ACTIVE ERROR PROVISIONING ACTIVE SUSPENDED ACTIVE", codes="1 143 0")
   assert proc.returncode == 0, proc.stderr
   assert proc.stderr.strip().splitlines()[-1] == "the run has finished (attempt 3); logs in gs://b/runs/x/tpu_logs"
   kinds = []
@@ -383,6 +385,7 @@ def test_restart_relaunches_a_stopped_run_and_remakes_a_preempted_slice_until_th
       kinds.append(" ".join(call[3:5]) if call[2] == "queued-resources" else call[3])
   assert kinds == [
       "describe my-tpu-qr", "launch", "status 20250102-030405-1",
+      "describe my-tpu-qr", "describe my-tpu-qr",
       "describe my-tpu-qr", "stop", "launch", "status 20250102-030405-2",
       "describe my-tpu-qr", "delete my-tpu-qr", "create my-tpu-qr", "describe my-tpu-qr", "setup", "launch",
       "status 20250102-030405-3"]
@@ -394,10 +397,11 @@ def test_restart_relaunches_a_stopped_run_and_remakes_a_preempted_slice_until_th
 
 
 def test_restart_stops_on_bad_input_and_after_max_restarts(pod, sh):
-  proc = pod(*RUN, states="ACTIVE", codes="2")
+  proc = pod(*RUN, states="ERROR ERROR ERROR ACTIVE", codes="2")  # gone: made again, then bad input
   assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
       "error: the run stopped on bad input (exit 2): the last line of "
       "gs://b/runs/x/tpu_logs/20250102-030405-1/worker0/run.log says why")
+  assert "my-tpu is gone: making it again (teardown.sh, create.sh, setup.sh)" in proc.stderr
   proc = pod(*RUN, states="ACTIVE", codes="1 1 1 0", MAX_RESTARTS="1")
   assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
       "error: the run did not finish after 1 relaunches: see gs://b/runs/x/tpu_logs")

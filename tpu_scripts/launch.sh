@@ -12,8 +12,8 @@
 # to $RUN_DIR/tpu_logs/$STAMP/worker<i>/ every UPLOAD_S seconds (60) and when the run ends.
 #
 # --restart stays in the foreground and keeps the run going until it has finished (worker 0's exit status 0):
-# every POLL_S seconds (60) it asks for the slice's state and for the exit status on gs://; a slice that is not
-# up (preempted spot slice: queued resource SUSPENDED, VM PREEMPTED, or gone) is deleted and made again
+# every POLL_S seconds (60) it asks for the slice's state and for the exit status on gs://; a slice that is down
+# (preempted spot slice: queued resource SUSPENDED, VM PREEMPTED; gone: 3 failed state queries) is deleted and made again
 # (teardown.sh, create.sh, setup.sh), and a run that stopped (preemption's SIGTERM, a crash) is launched again
 # (attempt k logs under $STAMP-k), where it resumes from its last checkpoint. Exit status 2 (bad input) stops
 # it; so do MAX_RESTARTS (10) relaunches. Needs a gs:// RUN_DIR or LOG_URL.
@@ -72,10 +72,25 @@ if [ "$DRY_RUN" = 1 ]; then  # one round: the state, the first launch, the exit 
   note "(every POLL_S seconds: the state, then the exit status; a slice not $up is made again, a stopped run relaunched)"
   exit
 fi
-attempt=0 running=0 fresh=1 installed=1  # (the slice as create.sh and setup.sh left it)
+attempt=0 running=0 fresh=1 installed=1 misses=0  # (the slice as create.sh and setup.sh left it)
 while :; do
-  now=$(gcloud "${state[@]}" 2> /dev/null || true)
+  now=$(gcloud "${state[@]}" 2> /dev/null) || now=''
+  case $now in
+    "$up") misses=0 ;;
+    ACCEPTED | WAITING_FOR_RESOURCES | PROVISIONING | CREATING | STARTING | RESTARTING | REPAIRING)
+      note "$TPU_NAME is $now; asking again in $POLL_S s"
+      sleep "$POLL_S"
+      continue ;;
+    '')  # gcloud could not say (a network hiccup, or the slice is gone): gone after 3 such answers in a row
+      misses=$((misses + 1))
+      if [ "$misses" -lt 3 ]; then
+        note "could not ask for the state of $TPU_NAME; asking again in $POLL_S s"
+        sleep "$POLL_S"
+        continue
+      fi ;;
+  esac
   if [ "$now" != "$up" ]; then
+    misses=0
     note "$TPU_NAME is ${now:-gone}: making it again (teardown.sh, create.sh, setup.sh)"
     bash "$here/teardown.sh" > /dev/null 2>&1 || true  # (nothing to delete once it is gone)
     bash "$here/create.sh"
