@@ -18,9 +18,12 @@ import pytest
 from conftest import TINY, RandomMlmSource
 from test_training import CrashingSource, _fit, flat, make_trainer
 from xtreme_jax import atomic, cli, errors
+from xtreme_jax.data import paths
 from xtreme_jax.runs import train
+from xtreme_jax.runs.train import describe
 from xtreme_jax.training import partitioning, writers
-from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory, RunDirectoryInUseError
+from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDirectoryError, RunDirectory,
+                                             RunDirectoryInUseError)
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, stop_signals
@@ -401,16 +404,29 @@ def test_best_parameters_are_kept_compared_after_resume_and_restored(tmp_path, c
   assert "eval @ 6 (" in err and "score=0.4500 (best score 0.5000 @ 4)" in err
 
 
-def test_fields_added_later_leave_fingerprints_unchanged_at_their_defaults():
-  """Runs fingerprinted before `OptimizerConfig.schedule` / `TaskSettings.plateau` existed resume as they were."""
+def test_a_run_directory_of_another_fingerprint_version_is_refused_in_one_line(tmp_path):
+  run = tmp_path / "run"
+  with RunDirectory(str(run), {"a": 1}) as claim:
+    assert claim.check() is False
+    claim.commit()
+  assert json.loads((run / "run_config.json").read_text()) == {"fingerprint_version": FINGERPRINT_VERSION, "a": 1}
+  with RunDirectory(str(run), {"a": 1}) as claim:
+    assert claim.check() is True
+  atomic.write_json(str(run / "run_config.json"), {"a": 1})  # written before fingerprints had a version: 1
+  with RunDirectory(str(run), {"a": 1}) as claim, pytest.raises(ForeignRunDirectoryError) as refused:
+    claim.check()
+  assert str(refused.value) == (
+      f"{run} was written by an xtreme-jax with run fingerprints of version 1; this one writes version "
+      f"{FINGERPRINT_VERSION} and cannot resume it. Use a new RUN_DIR, or finish that run with the xtreme-jax "
+      "version that started it")
+
+
+def test_fingerprints_name_the_bundled_sample_by_its_package_relative_name():
+  assert paths.portable(paths.sample_xtreme_dir()) == "<xtreme_jax>/sample_data/xtreme"
+  assert paths.portable(paths.SAMPLE_DIR + "/xglue/") == "<xtreme_jax>/sample_data/xglue"
+  assert paths.portable(paths.SAMPLE_DIR + "_other/x") == paths.SAMPLE_DIR + "_other/x"  # a sibling: not bundled
+  for kept in ("/data/xtreme", "gs://b/sample_data", "sample_spm.model", None):
+    assert paths.portable(kept) == kept
+  # Every field, defaults included (fingerprint versions replace leaving out fields added later).
   from xtreme_jax.runs import xtreme
-  from xtreme_jax.runs.train import describe
-  from xtreme_jax.training.optim import OptimizerConfig
-  from xtreme_jax.training.trainer import PlateauSchedule
-  assert list(describe(OptimizerConfig())) == ["class", "learning_rate", "warmup_ratio", "warmup_steps",
-                                               "weight_decay", "b1", "b2", "eps", "max_grad_norm", "freeze",
-                                               "first_stage_steps", "first_stage_trains"]
-  assert describe(OptimizerConfig(schedule="constant"))["schedule"] == "constant"
-  assert "plateau" not in describe(xtreme.TaskSettings())
-  assert describe(xtreme.TaskSettings(plateau=PlateauSchedule()))["plateau"] == {
-      "class": "PlateauSchedule", "factor": 0.5, "patience": 1, "min_learning_rate": 1e-5}
+  assert describe(OptimizerConfig())["schedule"] == "linear" and describe(xtreme.TaskSettings())["plateau"] is None

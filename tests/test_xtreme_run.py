@@ -28,6 +28,7 @@ from xtreme_jax.evaluation import scorer
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import XTREME
 from xtreme_jax.runs import task_kinds, xtreme
+from xtreme_jax.training.checkpoints import FINGERPRINT_VERSION
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 
@@ -105,6 +106,12 @@ def test_quickstart_runs_the_whole_benchmark(quickstart):
   # The submission names its data source; the run directory holds its fingerprint (written after start-up).
   assert json.loads((run_dir / "submission" / "manifest.json").read_text()) == {"data_source": "official"}
   assert json.loads((run_dir / "run_config.json").read_text())["mode"] == "xtreme"
+  # Fingerprints name the bundled sample by its package-relative name, never by where this install put it:
+  # a reinstalled package resumes the same run directory.
+  fingerprints = [run_dir / "run_config.json", *sorted((run_dir / "models").glob("*/run_config.json"))]
+  assert len(fingerprints) == 7 and not [f for f in fingerprints if paths.SAMPLE_DIR in f.read_text()]
+  assert json.loads(fingerprints[0].read_text())["data_dir"] == "<xtreme_jax>/sample_data/xtreme"
+  assert json.loads(fingerprints[1].read_text())["fingerprint_version"] == FINGERPRINT_VERSION
 
 
 PIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pins", "xtreme_quickstart.json")
@@ -446,7 +453,7 @@ def test_run_files_may_live_under_gs_urls(gcs):  # noqa: F811
                                "gs://bucket/ckpt/../ckpt", xtreme.FinetuneSettings(), None)
   fingerprint = xtreme.run_fingerprint(runner)
   assert (fingerprint["data_dir"], fingerprint["init_checkpoint"]) == ("gs://bucket/xtreme", "gs://bucket/ckpt")
-  assert fingerprint["vocabulary"] == paths.sample_vocab()
+  assert fingerprint["vocabulary"] == "<xtreme_jax>/sample_data/sample_spm.model"  # the same in every install
   path = runner.prediction_path("xnli", "de")
   atomic.write_text(path, "neutral\n")
   runner.records(runner.submission).record(path, "maker")

@@ -39,6 +39,20 @@ def sample_dir() -> str:
   return SAMPLE_DIR
 
 
+BUNDLED = "<xtreme_jax>"  # how run fingerprints name the package's own files (`portable`)
+
+
+def portable(path: str) -> str:
+  """`path` as run fingerprints record it: a path inside the bundled sample as `<xtreme_jax>/sample_data/...`,
+  the same in every install (reinstalling the package keeps its run directories valid); anything else as is."""
+  if not isinstance(path, str) or fs.is_remote(path) or not os.path.isabs(path):
+    return path
+  path, root = os.path.normpath(path), os.path.normpath(SAMPLE_DIR)
+  if path == root or path.startswith(root + os.sep):
+    return "/".join((BUNDLED, "sample_data", *pathlib.PurePath(os.path.relpath(path, root)).parts))
+  return path
+
+
 def resolve(data_dir: str | None, path: str) -> str:
   """`path` under `data_dir` unless it is absolute or a URL (`gs://...`), or no data_dir is set."""
   return os.path.join(data_dir, path) if data_dir and not fs.is_remote(path) else path

@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 import jax
 
 from xtreme_jax import atomic, errors, hf
+from xtreme_jax.data import paths
 from xtreme_jax.models.base import Model, load_backbone
 from xtreme_jax.models.mlm import MlmModel
 from xtreme_jax.networks.config import TransformerConfig
@@ -33,19 +34,13 @@ from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 
 def describe(obj: Any) -> Any:
-  """A JSON-able description of (nested) config dataclasses, for run fingerprints. A field added after runs
-  were fingerprinted (metadata `{"fingerprint": "unless_default"}`) is left out at its default, so that those
-  runs' fingerprints stay as they were."""
+  """A JSON-able description of (nested) config dataclasses, for run fingerprints; paths into the bundled
+  sample by their package-relative names (`paths.portable`), the same in every install."""
   if dataclasses.is_dataclass(obj):
-    return {"class": type(obj).__name__, **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                                            if not _omitted(f, getattr(obj, f.name))}}
+    return {"class": type(obj).__name__, **{f.name: describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
   if isinstance(obj, (list, tuple)):
     return [describe(x) for x in obj]
-  return obj
-
-
-def _omitted(field: dataclasses.Field, value: Any) -> bool:
-  return field.metadata.get("fingerprint") == "unless_default" and value == field.default
+  return paths.portable(obj) if isinstance(obj, str) else obj
 
 
 def _check_vocab(config: TransformerConfig, *sources) -> None:
@@ -109,8 +104,7 @@ def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimiz
                  "eval_data": describe(eval_data), "optimizer": describe(optimizer),
                  "train_steps": trainer.train_steps, "accum_steps": trainer.accum_steps, "seed": trainer.seed,
                  "init_checkpoint": init_checkpoint}
-  if trainer.select_metric:  # only then: older run directories stay valid
-    fingerprint.update(select_metric=trainer.select_metric, eval_every=trainer.eval_every)
+  fingerprint.update(select_metric=trainer.select_metric, eval_every=trainer.eval_every)
   overrides = dict(resume_overrides or {})
   optimizer.with_overrides(overrides)  # unknown keys fail before the directory is touched
   files = {"languages.json": {lg: i for i, lg in enumerate(languages)}} if languages else None

@@ -271,7 +271,7 @@ class TaskSettings:
   ranking_head: str = "classification"
   generation: task_kinds.GenerationSettings = task_kinds.GenerationSettings()
   filter: filter_kinds.FilterSettings = filter_kinds.FilterSettings()
-  plateau: Optional[PlateauSchedule] = dataclasses.field(default=None, metadata={"fingerprint": "unless_default"})
+  plateau: Optional[PlateauSchedule] = None
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -758,7 +758,7 @@ class XtremeRunner:
     teacher retrains the student).
     """
     s, generation = self.recipe(task), self.spec(task).kind == "generation"
-    # `generation` / `filter` only where they apply: the fingerprints of other models stay as before they existed
+    # `generation` / `filter` only where they apply: changing them retrains only the models they shape
     skip = {"optimizer"} | ({"generation"} if not generation else set()) | ({"filter"} if not self.filtering else set())
     settings = {k: v for k, v in describe(s).items() if k not in skip}
     kind = self.kind(task, student)
@@ -767,13 +767,14 @@ class XtremeRunner:
             "model": describe(kind.model(self.spec(task), self.config, s, self.vocab)), "train": sources,
             "limit": limit, "settings": {**settings, "seed": seed}, "optimizer": describe(s.optimizer),
             "selection": self.selection(task), "init_checkpoint": self.init_checkpoint,
-            "vocabulary": self.vocabulary, "data_dir": fs.abspath(self.data_dir) if self.data_dir else None}
+            "vocabulary": paths.portable(self.vocabulary), "data_dir": _data_dir(self.data_dir)}
     if self.data.source != "official":
       spec["data_source"] = self.data.source
     if self.language_rates(sources):
       spec["language_rates"] = self.language_rates(sources)
     if any(src[2] in TRANSLATION_KINDS for src in sources):
-      spec["translations"] = [self.data.location(*src) for src in sources if src[2] in TRANSLATION_KINDS]
+      spec["translations"] = [paths.portable(self.data.location(*src)) for src in sources
+                              if src[2] in TRANSLATION_KINDS]
     if getattr(kind, "student", False):
       spec["teachers"] = [(self.finished_model(n) or {}).get("identity") for n in self.teacher_names(task)]
     return spec
@@ -1378,12 +1379,17 @@ def run_fingerprint(runner: XtremeRunner) -> dict:
   seed. Not the task / language selection, the setting, the labels, PSEUDO_TEST or the partitioning (module doc)."""
   s = runner.settings
   bench = runner.benchmark
-  # FILTER's settings are each FILTER model's own (`model_spec`): run directories of other settings stay valid
+  # FILTER's settings are each FILTER model's own (`model_spec`): changing them keeps the run directory
   recipes = {**{k: {f: v for f, v in describe(s.recipe(k)).items() if f != "filter"} for k in finetuned_models(bench)},
              **{k: describe(s.retrieval(k)) for k in retrieval_tasks(bench)}}
-  return {"mode": bench.name, "model": describe(runner.config), "vocabulary": runner.vocabulary,
-          "data_source": runner.data.source, "data_dir": fs.abspath(runner.data_dir) if runner.data_dir else None,
+  return {"mode": bench.name, "model": describe(runner.config), "vocabulary": paths.portable(runner.vocabulary),
+          "data_source": runner.data.source, "data_dir": _data_dir(runner.data_dir),
           "init_checkpoint": runner.init_checkpoint, "seed": s.seed, "tasks": recipes}
+
+
+def _data_dir(data_dir: Optional[str]) -> Optional[str]:
+  """The data folder as fingerprints record it: absolute, the bundled sample by its package-relative name."""
+  return paths.portable(fs.abspath(data_dir)) if data_dir else None
 
 
 def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,

@@ -9,8 +9,10 @@ trainer selects one), `metrics.jsonl`, `tensorboard/` and `summary.json`.
 `RunDirectory` is a run's claim on its directory: `lock()` refuses a second
 concurrent run (an `fcntl` lock on `<run_dir>/.lock` naming the holder's
 pid), `check()` refuses a directory holding a run of another configuration
-(naming the differing keys), and `commit()` writes `run_config.json` once
-start-up succeeded, so a failed start never claims the directory. The XTREME
+(naming the differing keys) or one written with another
+`FINGERPRINT_VERSION` (one line naming both), and `commit()` writes
+`run_config.json` once start-up succeeded, so a failed start never claims the
+directory. The XTREME
 run claims its own directory and then each `models/<name>/` fine-tuning run
 separately.
 
@@ -75,6 +77,11 @@ _register_array_handler()
 
 RUN_CONFIG = "run_config.json"
 OVERRIDES = "overrides"  # run_config.json's key for the resume-time override history
+VERSION = "fingerprint_version"  # run_config.json's key for the FINGERPRINT_VERSION that wrote it
+# What run fingerprints hold and how: raised whenever that changes (a field added, a path written another way),
+# so that a run directory of another version is refused with one line instead of a list of differing keys.
+# 1: before versioning (no key); 2: every config field, bundled paths package-relative.
+FINGERPRINT_VERSION = 2
 
 
 class ForeignRunDirectoryError(errors.UserError, RuntimeError):
@@ -197,6 +204,12 @@ class RunDirectory:
     """
     if fs.exists(self.path):
       stored = json.loads(fs.read_text(self.path))
+      version = stored.pop(VERSION, 1)
+      if version != FINGERPRINT_VERSION:
+        raise ForeignRunDirectoryError(
+            f"{self.run_dir} was written by an xtreme-jax with run fingerprints of version {version}; this one writes "
+            f"version {FINGERPRINT_VERSION} and cannot resume it. Use a new RUN_DIR, or finish that run with the "
+            "xtreme-jax version that started it")
       self._history = stored.pop(OVERRIDES, [])
       allowed = set(flatten(self.overrides))
       diffs = {k: v for k, v in differing_keys(stored, self.fingerprint).items() if k not in allowed}
@@ -245,7 +258,7 @@ class RunDirectory:
       new = self.new_overrides()
       if not self.resumed or new:
         history = self._history + ([{"step": step, **unflatten(new)}] if new else [])
-        record = dict(self._stored if self.resumed else self.fingerprint)
+        record = {VERSION: FINGERPRINT_VERSION, **(self._stored if self.resumed else self.fingerprint)}
         if history:
           record[OVERRIDES] = history
         atomic.write_json(self.path, record)

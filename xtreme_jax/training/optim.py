@@ -55,7 +55,7 @@ class OptimizerConfig:
   freeze: Optional[str] = None
   first_stage_steps: int = 0
   first_stage_trains: Optional[str] = None
-  schedule: str = dataclasses.field(default="linear", metadata={"fingerprint": "unless_default"})
+  schedule: str = "linear"
 
   def __post_init__(self):
     v.require(self, "learning_rate", v.positive, "a number > 0")
