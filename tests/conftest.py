@@ -79,3 +79,21 @@ def tiny_config():
 @pytest.fixture
 def mlm_source():
   return RandomMlmSource()
+
+
+# -- tiers -------------------------------------------------------------------
+# Every test is in one tier, selected with `-m`: `unit` (no compiled model, seconds), `integration` (models,
+# trainers, pipelines, subprocesses) or `e2e` (a whole experiment run). A file declares its tier as
+# `TIER = "unit" | "integration"`; a test marked `@pytest.mark.e2e` is e2e whatever its file says.
+TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config, items):
+  for item in items:
+    if item.get_closest_marker("e2e") is not None:
+      continue
+    tier = getattr(item.module, "TIER", None)
+    if tier not in TIERS[:2]:
+      raise pytest.UsageError(f"{item.fspath}: TIER = {tier!r}; declare TIER = 'unit' or 'integration' "
+                              "(tests/conftest.py)")
+    item.add_marker(tier)

@@ -5,6 +5,8 @@ import pytest
 from xtreme_jax.evaluation import analyses
 from xtreme_jax.evaluation.report import language_family
 
+TIER = "unit"  # conftest.py: this file's tier
+
 TRAIN = [{"tokens": ["Paris", "is", "in", "France"], "tags": ["B-LOC", "O", "O", "B-LOC"]},
          {"tokens": ["Anna", "Meyer", "works"], "tags": ["B-PER", "I-PER", "O"]}]
 

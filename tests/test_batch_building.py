@@ -14,6 +14,8 @@ from xtreme_jax.data import pretraining_corpora as pc
 from xtreme_jax.data.mlm_source import MlmTextSource
 from xtreme_jax.data.sources import FeatureListSource, stack
 
+TIER = "unit"  # conftest.py: this file's tier
+
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 SPECIAL = [PAD, CLS, SEP, MASK]
 REPLACEMENTS = masking.regular_ids(50, SPECIAL)

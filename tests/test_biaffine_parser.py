@@ -12,6 +12,8 @@ from xtreme_jax.evaluation import parsing
 from xtreme_jax.models import parser
 from xtreme_jax.networks.encoder import TransformerEncoder
 
+TIER = "integration"  # conftest.py: this file's tier
+
 CONFIG = TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0)
 
 

@@ -9,6 +9,8 @@ from pytest import approx
 
 from xtreme_jax.evaluation import bleu
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def test_xglue_bleu_is_lowercased_corpus_bleu_on_a_0_1_scale():
   # "the cat sat on the mat" against "The cat is on the mat" (case ignored): p1 5/6 (the x2, cat, on, mat),

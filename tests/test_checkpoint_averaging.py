@@ -21,6 +21,8 @@ from xtreme_jax.training import averaging
 from xtreme_jax.training.checkpoints import Checkpointer, RunDirectoryInUseError
 from xtreme_jax.training.steps import TrainState
 
+TIER = "unit"  # conftest.py: this file's tier
+
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 B = np.array([1.0, 0.5, -1.0], np.float32)
 SCALE = {1: 1.0, 2: 2.0, 3: 4.0, 4: 8.0}  # step -> scale of its parameters

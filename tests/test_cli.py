@@ -14,6 +14,8 @@ import pytest
 
 from xtreme_jax import cli, errors, main
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = "experiments/pretrain_sample.gin"
 
 

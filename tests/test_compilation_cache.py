@@ -11,6 +11,8 @@ import pytest
 
 from xtreme_jax import compilation_cache as cc, errors, main
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SETTINGS = ("jax_enable_compilation_cache", "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
             "jax_compilation_cache_max_size")
 

@@ -11,6 +11,8 @@ from xtreme_jax.data.classification_source import TsvClassificationSource, trunc
 from xtreme_jax.data.mlm_source import MlmTextSource
 from xtreme_jax.models.mlm import MlmModel
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SPECIAL = [0, 1, 2, 3, 99]
 
 

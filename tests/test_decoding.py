@@ -13,6 +13,8 @@ from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 EOS, BOS, LENGTH, BEAM = 2, 1, 24, 3
 SOURCE = np.array([[5, 3, 4, 4, 3, 6], [4, 5, 3, 7, 0, 0], [6, 6, 7, 0, 0, 0]], np.int32)
 BATCH = {"input_ids": SOURCE, "input_mask": (SOURCE > 0).astype(np.int32), "decoder_start": np.full(3, BOS, np.int32)}

@@ -14,6 +14,8 @@ from xtreme_jax.data import denoising as dn
 from xtreme_jax.data import paths
 from xtreme_jax.networks import ngram_masks as nm
 
+TIER = "unit"  # conftest.py: this file's tier
+
 BOS, PAD, EOS, MASK = 0, 1, 2, 4
 SPECIALS = (BOS, PAD, EOS)
 

@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+TIER = "integration"  # conftest.py: this file's tier
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "benchmarks", "device_check.py")
 

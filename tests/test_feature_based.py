@@ -9,6 +9,8 @@ from conftest import TINY
 from xtreme_jax.models import feature_based as fb
 from xtreme_jax.models.parser import BiaffineParserModel
 
+TIER = "integration"  # conftest.py: this file's tier
+
 CONFIG = TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0)
 
 

@@ -16,6 +16,8 @@ from xtreme_jax.models.mlm import MlmModel
 from xtreme_jax.training import prefetch, trainer as trainer_module
 from xtreme_jax.training.trainer import Trainer
 
+TIER = "integration"  # conftest.py: this file's tier
+
 
 def _same(a, b) -> bool:
   fa, fb = flat(a), flat(b)

@@ -12,6 +12,8 @@ from xtreme_jax.models.classification import ClassifierNetwork
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.networks.filter import FilterEncoder
 
+TIER = "integration"  # conftest.py: this file's tier
+
 CONFIGS = {"unrolled": TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0),
            "scanned": TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0, scan_layers=True),
            "roberta": TINY.replace(dropout_rate=0.0, attention_dropout_rate=0.0, position_style="roberta",

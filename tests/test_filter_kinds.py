@@ -10,6 +10,8 @@ from xtreme_jax.registry import XTREME
 from xtreme_jax.runs import filter_kinds, soft_labels, task_kinds
 from xtreme_jax.runs.xtreme import TaskSettings
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 @pytest.fixture(scope="module")
 def vocab():

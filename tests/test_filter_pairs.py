@@ -11,6 +11,8 @@ from xtreme_jax.data import filter_pairs as fp, filter_translations as ft, paths
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.data.xtreme_data import XtremeData
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xtreme_dir()
 SAMPLE_TR = os.path.join(SAMPLE, "translations")
 XTREME_DATA = XtremeData("official", SAMPLE)

@@ -10,6 +10,8 @@ from xtreme_jax import cli
 from xtreme_jax.data import paths
 from xtreme_jax.data.xtreme_data import XtremeData
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SHORT = ["--gin.TASKS=('xnli',)", "--gin.EPOCHS=2.0", "--gin.EVAL_EVERY=1000",
          "--gin.xtreme.FinetuneSettings.train_accuracy_examples=8"]
 
@@ -23,7 +25,7 @@ def _run(tmp_path, *extra):
     gin.clear_config(clear_constants=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_teacher_then_student_end_to_end_and_a_student_without_soft_labels_is_refused(tmp_path, capsys):
   run = tmp_path / "run"
   assert _run(run) == 0

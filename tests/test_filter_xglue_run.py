@@ -15,6 +15,8 @@ from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import xtreme
 from xtreme_jax.training.optim import OptimizerConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xglue_dir()
 CONFIG = dataclasses.replace(TINY, vocab_size=1024, num_layers=2, max_positions=48, dropout_rate=0.0,
                              attention_dropout_rate=0.0)
@@ -31,7 +33,7 @@ def _translations(root) -> str:
   return str(root)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_xglue_filter_student_writes_the_official_submission(tmp_path):
   settings = xtreme.FinetuneSettings(tasks={t: RECIPE for t in TASKS}, setting="filter_student", log_every=1)
   run_dir = tmp_path / "run"

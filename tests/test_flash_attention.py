@@ -13,6 +13,8 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.networks.layers import attention_implementation
 
+TIER = "integration"  # conftest.py: this file's tier
+
 
 def _inputs(batch, queries, keys, heads, dim, seed=0):
   rng = np.random.default_rng(seed)

@@ -27,6 +27,8 @@ from xtreme_jax.training import checkpoints, locks, writers
 from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDirectoryError, RunDirectory,
                                              RunDirectoryInUseError)
 
+TIER = "unit"  # conftest.py: this file's tier
+
 RUN = "gs://bucket/runs/r1"
 
 

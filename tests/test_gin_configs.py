@@ -8,6 +8,8 @@ import pytest
 
 from xtreme_jax import errors, main
 
+TIER = "unit"  # conftest.py: this file's tier
+
 EXPERIMENTS = sorted(os.path.relpath(p, main.GIN_DIR)
                      for p in glob.glob(os.path.join(main.GIN_DIR, "experiments", "*.gin")))
 REQUIRED = {  # macros each experiment leaves to the command line

@@ -20,6 +20,8 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from xtreme_jax import cli, errors, hf  # noqa: E402
 from xtreme_jax.networks.encoder import TransformerEncoder  # noqa: E402
 
+TIER = "integration"  # conftest.py: this file's tier
+
 transformers.logging.set_verbosity_error()
 
 TOL = 1e-5

@@ -17,6 +17,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+TIER = "integration"  # conftest.py: this file's tier
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -15,6 +15,8 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.networks.veco import VecoNetwork
 
+TIER = "integration"  # conftest.py: this file's tier
+
 BASE = TransformerConfig(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                          max_positions=24, type_vocab_size=2, dropout_rate=0.0, attention_dropout_rate=0.0)
 CFG = BASE.replace(num_languages=3)
@@ -128,7 +130,7 @@ def test_nlu_encoder_language_id_errors():
     nlu_encoder(with_langs["backbone"], 3)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_mlm_tlm_run_with_language_embeddings_and_export(tmp_path, capsys):
   import json
 

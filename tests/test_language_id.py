@@ -10,6 +10,8 @@ from xtreme_jax import cli, errors
 from xtreme_jax.data import paths
 from xtreme_jax.runs import language_id
 
+TIER = "integration"  # conftest.py: this file's tier
+
 
 def test_wili_is_read_line_by_line_and_filtered(tmp_path):
   texts, labels = language_id.read_wili(paths.sample_wili_dir(), "train", ("deu", "fra"), per_language=2)
@@ -31,7 +33,7 @@ def test_probe_accuracy_per_layer():
   assert acc[1] == 100.0 and len(acc) == 2
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_sample_probe_run_writes_table_plot_and_json(tmp_path):
   gin.clear_config(clear_constants=True)
   try:

@@ -8,6 +8,8 @@ import pytest
 
 from xtreme_jax import cli, errors, main
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = "experiments/pretrain_sample.gin"
 
 
@@ -43,7 +45,7 @@ def test_cli_usage(capsys):
   assert cli.main(["bogus"]) == 2
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_sample_pretraining_main_job(tmp_path, capsys):
   run_dir = tmp_path / "run"
   args = [f"--gin_file={SAMPLE}", f"--gin.RUN_DIR='{run_dir}'", "--gin.TRAIN_STEPS=120",

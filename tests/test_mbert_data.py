@@ -9,6 +9,8 @@ from xtreme_jax.data import paths
 from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.registry.mbert import MBERT, PARSING_TREEBANKS
 
+TIER = "unit"  # conftest.py: this file's tier
+
 DATA = MbertData(data_dir=paths.sample_mbert_dir())
 SAMPLE = {("mldoc", "en", "train"): 8, ("mldoc", "en", "dev"): 4, ("mldoc", "de", "test"): 4,
           ("mldoc", "fr", "test"): 4, ("mldoc", "zh", "test"): 4, ("ner", "en", "train"): 4, ("ner", "en", "dev"): 2,

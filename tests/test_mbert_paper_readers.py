@@ -6,6 +6,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import conll_ner, mldoc
 from xtreme_jax.evaluation import metrics
 
+TIER = "unit"  # conftest.py: this file's tier
+
 # CoNLL-2003 German: word lemma POS chunk NER, IOB1 (chunks start with I-; B- separates adjacent chunks)
 GERMAN = """-DOCSTART- -X- -X- -X- O
 

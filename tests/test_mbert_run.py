@@ -11,8 +11,10 @@ from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.registry.mbert import MLDOC_LABELS, NER_TAGS
 from xtreme_jax.registry.xtreme import UPOS_TAGS
 
+TIER = "integration"  # conftest.py: this file's tier
 
-@pytest.mark.slow
+
+@pytest.mark.e2e
 def test_every_task_zero_shot_from_english_is_predicted_scored_and_reported(tmp_path):
   gin.clear_config(clear_constants=True)
   try:

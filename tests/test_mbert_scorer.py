@@ -7,6 +7,8 @@ from xtreme_jax.data import paths
 from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.evaluation import mbert_scorer
 
+TIER = "unit"  # conftest.py: this file's tier
+
 DATA = MbertData(data_dir=paths.sample_mbert_dir())
 
 

@@ -4,6 +4,8 @@ import pytest
 
 from xtreme_jax.evaluation import metrics as m
 
+TIER = "unit"  # conftest.py: this file's tier
+
 approx = pytest.approx
 
 

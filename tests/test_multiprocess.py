@@ -13,6 +13,8 @@ import pytest
 from xtreme_jax import errors
 from xtreme_jax.training import distributed
 
+TIER = "integration"  # conftest.py: this file's tier
+
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multiprocess_worker.py")
 TIMEOUT = 300
 
@@ -60,7 +62,7 @@ def _losses(run_dir) -> list:
     return [r["train/loss"] for r in map(json.loads, f) if "train/loss" in r]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_two_processes_train_resume_and_end_like_one(tmp_path):
   single = _single(tmp_path / "single")
   # Both processes stop at batch 5 (after the checkpoint of step 4, written together), then resume from it.
@@ -100,7 +102,7 @@ def test_each_process_feeds_the_rows_its_devices_hold_in_every_layout():
   assert partitioning.feed_slot(one) == (0, 1)  # one process feeds every row
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_model_axis_across_two_processes_sees_every_row_once():
   """Two real processes of two devices each, mesh (1, 4): each feeds the whole batch, which is the global batch
   on both (before, each fed half: a global batch of 2 rows that differed between the processes)."""
@@ -160,7 +162,7 @@ def test_a_multi_host_tpu_vm_joins_and_a_single_host_one_stays_alone(monkeypatch
   assert calls == [{}]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_processes_on_two_hosts_refuse_a_local_run_directory(tmp_path):
   """Two processes that name different hosts (a stand-in for two VMs) are refused a local run directory with
   one line; on one host (the training test above) the same directory is fine."""

@@ -14,6 +14,8 @@ from xtreme_jax.networks.encoder import TransformerEncoder, stack_layer_params, 
 from xtreme_jax.networks.layers import (attention_implementation, default_positions, dot_product_attention,
                                         dropout_masks, max_tokens)
 
+TIER = "integration"  # conftest.py: this file's tier
+
 IDS = jnp.array([[2, 5, 6, 7, 3, 0], [2, 8, 3, 0, 0, 0]])
 MASK = (IDS > 0).astype(jnp.int32)
 

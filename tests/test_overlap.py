@@ -5,6 +5,8 @@ from scipy import stats
 
 from xtreme_jax.evaluation import overlap
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def test_p_type_and_p_token_by_hand():
   train = overlap.subword_counts([{"tokens": ["the", "cat", "sat"]}, {"text_a": "the dog", "text_b": "ran"}],

@@ -9,6 +9,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import conllu
 from xtreme_jax.evaluation import parsing
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def _is_single_root_tree(heads):
   n = len(heads) - 1

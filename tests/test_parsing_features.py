@@ -7,6 +7,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import parsing_features as pf, paths
 from xtreme_jax.data.vocabularies import load_vocabulary
 
+TIER = "unit"  # conftest.py: this file's tier
+
 UPOS = ("DET", "NOUN", "VERB", "PUNCT")
 
 

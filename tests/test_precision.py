@@ -32,6 +32,8 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.training import optim, steps
 
+TIER = "integration"  # conftest.py: this file's tier
+
 LOSS_RTOL = 2.0 ** -8
 GRAD_RTOL = 2e-2
 LEAF_RTOL = 1e-1

@@ -10,6 +10,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import paths
 from xtreme_jax.data import pretraining_corpora as pc
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SAMPLE_PRETRAIN = os.path.join(paths.sample_dir(), "pretrain")
 
 

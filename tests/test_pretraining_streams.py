@@ -14,6 +14,8 @@ from xtreme_jax.data import paths
 from xtreme_jax.data import pretraining_corpora as pc
 from xtreme_jax.data import pretraining_streams as ps
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_dir()
 
 

@@ -17,6 +17,8 @@ from xtreme_jax.data.vocabularies import WordPieceVocabulary, XlmrSentencePieceV
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.text import locate_answer
 
+TIER = "unit"  # conftest.py: this file's tier
+
 CONTEXTS = {
     "zh": "北京是中华人民共和国的首都，也是全国的政治和文化中心。上海是中国最大的城市，人口超过两千万。ＡＢＣ公司",
     "ar": "القاهرة هي عاصمة جمهورية مصر العربية وأكبر مدنها. يمر نهر النيل عبر المدينة منذ آلاف السنين.",

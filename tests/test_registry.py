@@ -10,6 +10,8 @@ from xtreme_jax.evaluation import metrics, scorer
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, TaskSpec
 from xtreme_jax.runs import xtreme as xtreme_run
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def test_xtreme_spec_facts():
   assert XTREME.task_names == ("xnli", "pawsx", "udpos", "panx", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")

@@ -11,6 +11,8 @@ from xtreme_jax import atomic
 from xtreme_jax.evaluation import metrics
 from xtreme_jax.evaluation import report
 
+TIER = "unit"  # conftest.py: this file's tier
+
 approx = pytest.approx
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

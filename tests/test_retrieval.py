@@ -5,6 +5,8 @@ import pytest
 
 from xtreme_jax.evaluation import retrieval as R
 
+TIER = "integration"  # conftest.py: this file's tier
+
 
 def _unit(rng, n, d):
   return R.l2_normalize(rng.standard_normal((n, d)).astype(np.float32))

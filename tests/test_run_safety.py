@@ -28,6 +28,8 @@ from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, stop_signals
 
+TIER = "integration"  # conftest.py: this file's tier
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 

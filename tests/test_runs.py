@@ -8,6 +8,8 @@ import pytest
 from xtreme_jax import cli, hf
 from xtreme_jax.data import paths
 
+TIER = "integration"  # conftest.py: this file's tier
+
 LABELS = ("contradiction", "entailment", "neutral")
 ROWS = [
     ("The river runs past the old mill.", "Water flows by the mill.", "entailment"),
@@ -41,7 +43,7 @@ def imported_tiny_xlmr(tmp_path):
   return str(tmp_path / "imported")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_finetune_then_evaluate_through_gin(tmp_path, imported_tiny_xlmr):
   data = tmp_path / "data"
   data.mkdir()

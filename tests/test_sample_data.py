@@ -13,6 +13,8 @@ import pytest
 from xtreme_jax.data import paths
 from xtreme_jax.data import xtreme_readers as xr
 
+TIER = "unit"  # conftest.py: this file's tier
+
 DATA = os.path.join(paths.sample_dir(), "xtreme")
 LABELS = os.path.join(paths.sample_dir(), "xtreme_labels")
 

@@ -10,6 +10,8 @@ from xtreme_jax import cli, errors
 from xtreme_jax.evaluation import metrics as m
 from xtreme_jax.evaluation import scorer
 
+TIER = "unit"  # conftest.py: this file's tier
+
 approx = pytest.approx
 
 

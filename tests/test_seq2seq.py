@@ -19,6 +19,8 @@ from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.networks.veco import VecoNetwork
 
+TIER = "integration"  # conftest.py: this file's tier
+
 EOS, BOS = 2, 1
 SOURCE = np.array([[5, 3, 4, 4, 3], [4, 5, 3, 0, 0]], np.int32)  # ids < 6: the small vocabulary
 SOURCE_MASK = (SOURCE > 0).astype(np.int32)

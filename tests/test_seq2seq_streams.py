@@ -10,6 +10,8 @@ import xtreme_tasks.pretraining  # noqa: F401  (registers the tasks)
 from xtreme_jax import errors
 from xtreme_jax.data.seq2seq_streams import SeqioSeq2SeqSource
 
+TIER = "integration"  # conftest.py: this file's tier
+
 XDAE = "pretrain_xdae_sample_text_de"
 XFNP = "pretrain_xfnp_sample_text_de"
 PAD, BOS = 1, 0  # the bundled sample vocabulary's (XLM-R layout)

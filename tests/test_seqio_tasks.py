@@ -12,6 +12,8 @@ import seqio
 import xtreme_tasks.xtreme as xt
 from xtreme_jax.data import xtreme_readers as xr
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 @pytest.fixture(autouse=True)
 def _no_network(monkeypatch):

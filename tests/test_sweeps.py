@@ -7,6 +7,8 @@ import pytest
 from xtreme_jax import cli, errors
 from xtreme_jax.runs import sweeps
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def _run(root, name, models, scores=None):
   run = root / name

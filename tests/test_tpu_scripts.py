@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SCRIPTS = pathlib.Path(__file__).resolve().parents[1] / "tpu_scripts"
 ENV = {"TPU_NAME": "my-tpu", "ZONE": "us-east1-d", "PROJECT": "my-proj", "STAMP": "20250102-030405",
        "REPO_URL": "https://example.com/xtreme-jax.git", "COMMIT": "0123abcd"}

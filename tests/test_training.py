@@ -18,6 +18,8 @@ from xtreme_jax.training.optim import OptimizerConfig, freeze_bottom, make_optim
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.trainer import NonFiniteLossError, PlateauSchedule, Trainer, TrainerConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 LAYOUTS = ("data_parallel", "fsdp", "tensor_parallel")
 ALL = ("data", "model")
 

@@ -12,6 +12,8 @@ from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import bleu
 from xtreme_jax.runs import translate
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SENTENCES = ["the shop sells bread", "the island is far", "a ferry goes there", "the market opens early"]
 
 
@@ -34,7 +36,7 @@ def _run(run_dir, *flags):
     gin.clear_config(clear_constants=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_tiny_wmt14_run_trains_averages_decodes_and_scores(tmp_path, monkeypatch):
   monkeypatch.setattr(translate.wmt14, "dataset", _dataset)
   assert _run(tmp_path) == 0

@@ -19,6 +19,8 @@ from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.networks.layers import Embeddings, position_ids
 from xtreme_jax.networks.veco import VecoNetwork, drop_cross_attention
 
+TIER = "integration"  # conftest.py: this file's tier
+
 CFG = TransformerConfig(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,
                         max_positions=24, type_vocab_size=2, dropout_rate=0.1, attention_dropout_rate=0.1)
 NET = VecoNetwork(CFG)
@@ -212,7 +214,7 @@ def test_loss_falls_with_adam():
   assert last["is_loss"] < 0.7 * first["is_loss"] and last["cs_loss"] < 0.7 * first["cs_loss"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_veco_pretraining_through_gin_logs_and_lowers_every_objective(tmp_path):
   import json
 
@@ -251,7 +253,7 @@ def test_veco_pretraining_through_gin_logs_and_lowers_every_objective(tmp_path):
                                 params["encoder"]["layers_1"]["self_attention"]["attention"]["query"]["kernel"])
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_veco_pretraining_from_seqio_tasks_through_gin(tmp_path):
   """The streamed source (`SeqioPairSource`, tests/test_pretraining_streams.py) through the same run mode."""
   import json
@@ -273,7 +275,7 @@ def test_veco_pretraining_from_seqio_tasks_through_gin(tmp_path):
   assert history[0]["cs_loss"] > 0 and history[0]["tlm_loss"] == 0 and history[1]["tlm_loss"] > 0  # monolingual, then bilingual
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
   import dataclasses
 
@@ -316,7 +318,7 @@ def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path, monkeypatch, caplog):
   """The streamed source (tests/test_pretraining_streams.py) resumed by the Trainer from its checkpointed input
   state; placed after the resume test above, whose compiled steps it reuses."""

@@ -14,6 +14,8 @@ from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, nlg_encoder_decoder
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.networks.veco import VecoNetwork
 
+TIER = "integration"  # conftest.py: this file's tier
+
 CONFIG = TINY.replace(num_layers=3)
 IDS = np.array([[2, 5, 6, 7, 3, 0], [2, 8, 3, 0, 0, 0]], np.int32)
 MASK = (IDS > 0).astype(np.int32)

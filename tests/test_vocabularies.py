@@ -28,6 +28,8 @@ from xtreme_jax.data import paths
 from xtreme_jax.data import vocabularies as V
 from xtreme_jax.data.seqio_vocabulary import as_seqio
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SCRIPTS = {
     "latin": "Le garçon mangea une pomme à côté de l'église. Über den Wolken muss die "
              "Freiheit wohl grenzenlos sein! ¿Dónde está la estación de tren? Ça coûte "

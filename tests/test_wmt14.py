@@ -5,6 +5,8 @@ import pytest
 from xtreme_jax import errors
 from xtreme_jax.data import wmt14
 
+TIER = "unit"  # conftest.py: this file's tier
+
 tf = pytest.importorskip("tensorflow")
 tfds = pytest.importorskip("tensorflow_datasets")
 

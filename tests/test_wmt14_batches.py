@@ -9,6 +9,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import paths, wmt14, wmt14_batches
 from xtreme_jax.data.packing import pack_pairs
 
+TIER = "unit"  # conftest.py: this file's tier
+
 tf = pytest.importorskip("tensorflow")
 N = 30
 WORDS = (("red", "sun", "sea", "big", "old", "day"), ("cat", "dog", "map", "cup", "box"))

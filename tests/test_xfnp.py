@@ -10,6 +10,8 @@ from xtreme_jax import errors
 from xtreme_jax.models.xfnp import XfnpModel
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 MODEL = XfnpModel(TINY, Seq2SeqConfig(decoder_layers=2), ngram=2, alphas=(1.0, 0.5))
 T = 5
 

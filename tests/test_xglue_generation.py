@@ -16,6 +16,8 @@ from xtreme_jax.runs import task_kinds, xtreme
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xglue_dir()
 GENERATION = task_kinds.GenerationSettings(target_len=8, seq2seq=Seq2SeqConfig(decoder_layers=1), beam_size=2)
 RECIPE = xtreme.TaskSettings(epochs=2.0, batch_size=8, seq_len=32, selection="final", generation=GENERATION,
@@ -46,7 +48,7 @@ def test_features_end_targets_with_eos_and_start_the_decoder_with_the_language_t
     kind.features(spec, examples, vocab, tagged, training=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_qg_fine_tunes_decodes_and_writes_one_line_per_source(tmp_path):
   settings = xtreme.FinetuneSettings(tasks={"QG": RECIPE}, log_every=1)
   runner = xtreme.XtremeRunner(str(tmp_path / "run"), SAMPLE, TINY.replace(vocab_size=1024, max_positions=48),

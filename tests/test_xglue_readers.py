@@ -9,6 +9,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import xglue_readers
 from xtreme_jax.registry import XGLUE
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def _write(root, task, split, lg, content):
   path = root / XGLUE.task(task).file(split, lg)

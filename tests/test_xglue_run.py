@@ -22,6 +22,8 @@ from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import task_kinds, xtreme
 from xtreme_jax.training.optim import OptimizerConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xglue_dir()
 CONFIG = dataclasses.replace(TINY, vocab_size=1024, num_layers=1, max_positions=48, dropout_rate=0.0,
                              attention_dropout_rate=0.0)
@@ -59,7 +61,7 @@ def xglue_run(tmp_path_factory):
   return run_dir, results
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_run_writes_the_official_submission_and_scores_it(xglue_run):
   run_dir, results = xglue_run
   for task in TASKS:
@@ -92,7 +94,7 @@ def test_run_writes_the_official_submission_and_scores_it(xglue_run):
   assert json.loads((run_dir / "run_config.json").read_text())["mode"] == "xglue"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_rerun_keeps_predictions_and_dev_split_goes_to_its_own_folder(xglue_run):
   run_dir, _ = xglue_run
   before = {p: p.stat().st_mtime_ns for p in (run_dir / "submission").rglob("*.prediction")}
@@ -107,7 +109,7 @@ def test_rerun_keeps_predictions_and_dev_split_goes_to_its_own_folder(xglue_run)
   assert results["split"] == "dev" and (run_dir / "scores-dev.json").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_pivot_language_trains_on_that_languages_data(sample_with_german_training, tmp_path):
   results = xtreme.xglue(str(tmp_path), sample_with_german_training, CONFIG, paths.sample_vocab(),
                          labels_dir=sample_with_german_training, tasks=("QADSM",),
@@ -164,7 +166,7 @@ def test_start_up_checks_name_what_is_valid(tmp_path):
                         data_source="tfds", benchmark="xglue")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_multi_task_trains_one_model_with_a_head_per_task(tmp_path):
   results = xtreme.xglue(str(tmp_path), SAMPLE, CONFIG, paths.sample_vocab(), labels_dir=SAMPLE,
                          tasks=("NC", "QADSM"), settings=_settings(setting="multi_task", multi_tasks=("NC", "QADSM")))

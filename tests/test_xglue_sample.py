@@ -10,6 +10,8 @@ from xtreme_jax.data import paths, xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xglue_dir()
 # The release (and the sample) has English training data only; other languages' training data is user-supplied.
 CASES = [(spec.name, split, lg) for spec in XGLUE.tasks for split, langs in spec.languages.items() for lg in langs

@@ -12,6 +12,8 @@ from xtreme_jax import cli, errors
 from xtreme_jax.evaluation import report, scorer, xglue_scorer
 from xtreme_jax.registry import XGLUE
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SPLIT = "test"
 
 

@@ -13,6 +13,8 @@ from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import xtreme
 
+TIER = "unit"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xglue_dir()
 
 

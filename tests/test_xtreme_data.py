@@ -16,6 +16,8 @@ from xtreme_jax.data import paths, xtreme_data, xtreme_readers, xtreme_tfds, xtr
 from xtreme_jax.data.xtreme_data import XtremeData  # noqa: E402
 from xtreme_jax.runs import xtreme  # noqa: E402
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xtreme_dir()
 SAMPLE_TR = os.path.join(SAMPLE, "translations")
 
@@ -113,7 +115,7 @@ def test_seqio_tasks_follow_the_data_source(mocked):
   assert xt.get_data_source() == "official"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_run_mode_on_tfds(tmp_path, mocked):
   gin.clear_config(clear_constants=True)
   run_dir = tmp_path / "run"

@@ -14,6 +14,8 @@ from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers as xr
 from xtreme_jax.data.classification_source import TsvClassificationSource
 
+TIER = "unit"  # conftest.py: this file's tier
+
 
 def _write(root, rel, data):
   path = root / rel

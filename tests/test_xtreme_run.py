@@ -32,6 +32,8 @@ from xtreme_jax.training.checkpoints import FINGERPRINT_VERSION
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 
+TIER = "integration"  # conftest.py: this file's tier
+
 QUICKSTART = "--gin_file=experiments/xtreme_quickstart.gin"
 RUN_KEYS = {"task", "criterion", "selected_step", "train_steps", "history", "train_accuracy"}
 SAMPLE = paths.sample_xtreme_dir()
@@ -79,7 +81,7 @@ def _submission_files(run_dir, directory="submission"):
 
 # -- the quickstart -------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quickstart_runs_the_whole_benchmark(quickstart):
   run_dir, out = quickstart
   scores = json.loads((run_dir / "scores.json").read_text())
@@ -171,7 +173,7 @@ def _check_bucc(run_dir, table):
                       for lg in list(cells)[:-1]}, "avg": f"{bucc['score']:.1f}"}
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quickstart_outputs_are_pinned(quickstart, capsys):
   """Predictions, scores and `xtreme-jax score` output of the quickstart, pinned before the task-registry move
   (tests/pins/xtreme_quickstart.json), exactly wherever they are exact on every CPU (BUCC's are not: see
@@ -190,7 +192,7 @@ def test_quickstart_outputs_are_pinned(quickstart, capsys):
   assert got["submission"] == pinned["submission"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_quickstart_learns(quickstart):
   """The tiny model fits its training data: the loss halves, XNLI / PAWS-X reach >= 90% training accuracy,
   and the test predictions vary."""
@@ -228,7 +230,7 @@ def test_quickstart_learns(quickstart):
     assert len(set(answers.values())) >= 2 and all(answers.values()), task
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   run_dir, _ = quickstart
   files = _submission_files(run_dir)
@@ -260,7 +262,7 @@ def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   assert calls == ["xnli", ("xnli", "ru"), ("bucc2018", "fr"), ("tatoeba", "de")]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_rerun_with_fewer_tasks_scores_only_those(quickstart, tmp_path):
   """TASKS is not part of the run directory's configuration, and scores never include another run's tasks."""
   run_dir = tmp_path / "run"

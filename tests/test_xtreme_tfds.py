@@ -20,6 +20,8 @@ from xtreme_jax import errors  # noqa: E402
 from xtreme_jax.data import xtreme_readers as xr  # noqa: E402
 from xtreme_jax.data import xtreme_tfds as xt  # noqa: E402
 
+TIER = "unit"  # conftest.py: this file's tier
+
 NUM_EXAMPLES = 10  # > 9 TyDiQA languages, so every language gets a train question
 LOADS = []  # (builder name, config name, split) of every mocked load
 

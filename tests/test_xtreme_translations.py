@@ -17,6 +17,8 @@ from xtreme_jax import cli, errors
 from xtreme_jax.data import paths, xtreme_readers as xr, xtreme_translations as tr
 from xtreme_jax.runs import xtreme
 
+TIER = "integration"  # conftest.py: this file's tier
+
 SAMPLE = paths.sample_xtreme_dir()
 SAMPLE_TR = os.path.join(SAMPLE, "translations")
 
@@ -319,7 +321,7 @@ def clean_gin():
   gin.clear_config(clear_constants=True)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_translate_train_and_translate_test_runs_on_the_sample(tmp_path, clean_gin, capsys):
   run_dir = tmp_path / "run"
   common = ["run", "--gin_file=experiments/xtreme_quickstart.gin", f"--gin.RUN_DIR='{run_dir}'",
