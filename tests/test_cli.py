@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import importlib.metadata
 import logging
 import os
 import subprocess
@@ -186,13 +187,37 @@ def test_run_help_lists_gin_flags_experiments_and_examples(capsys):
     assert flag in out
   listed = main.experiments()
   assert len(listed) == len(os.listdir(os.path.join(main.GIN_DIR, "experiments")))
-  with open(os.path.join(main.GIN_DIR, "experiments", "xtreme_quickstart.gin"), encoding="utf-8") as f:
-    first = f.readline()[1:].strip()
-  assert ("experiments/xtreme_quickstart.gin", first) in listed
+  assert ("experiments/xtreme_quickstart.gin", "Quickstart: the whole XTREME benchmark (nine tasks) on the bundled "
+          "sample with the tiny preset, on CPU.") in listed
+  # Each description is the header's whole first sentence (a header line may end mid-sentence), wrapped.
+  assert dict(listed)["experiments/wmt14_tiny.gin"] == (
+      "The WMT14 recipe at CPU scale (tests/test_translate.py runs it on a mocked TFDS builder): the tiny preset "
+      "with a 1-layer decoder, 64 training pairs in packed rows of 32 tokens, 20 updates, the last 3 checkpoints "
+      "averaged, beam 2 on the first 8 test sentences.")
+  start, everything = out.split("start here: ", 1)[1].split("all bundled experiments:\n")
+  everything = everything.split("\n\nexamples:")[0]
   for rel, description in listed:
-    assert description, f"{rel} has no first-line '# description'"
-    assert any(line.split() == [rel, *description.split()] for line in out.splitlines()), rel
+    assert description.endswith(".") and description[0].isupper(), rel
+    entry = everything.split(f"  {rel} ", 1)[1].split("\n  experiments/")[0]
+    assert entry.split() == description.split(), rel
+  # The quickstarts come first: the place to start.
+  quickstarts = [rel for rel, _ in listed if "quickstart" in rel]
+  assert len(quickstarts) == 5 and all(f"  {rel} " in start for rel in quickstarts)
   assert "run --help" in cli.USAGE
+
+
+def test_version_and_unknown_commands_are_one_line(capsys):
+  assert cli.main(["--version"]) == 0
+  assert capsys.readouterr().out == f"xtreme-jax {importlib.metadata.version('xtreme-jax')}\n"
+  assert cli.main(["rnu", "--gin_file=x.gin"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: unknown command 'rnu'; did you mean 'run'? `xtreme-jax --help` lists the commands"]
+  assert cli.main(["bogus"]) == 2
+  assert capsys.readouterr().err.splitlines() == ["error: unknown command 'bogus'; `xtreme-jax --help` lists the commands"]
+  assert cli.main(["run", f"--gin_file={SAMPLE}", "--gin.RUN_DIR=/tmp/x"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      "error: Gin syntax error (--gin.RUN_DIR=/tmp/x): Unable to parse value. (a string value needs its own quotes: "
+      "--gin.NAME=\"'text'\")"]
 
 
 # --- logging -------------------------------------------------------------------------------------------------------

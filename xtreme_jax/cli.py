@@ -1,88 +1,53 @@
-"""`xtreme-jax` console script: `run` (Gin entry point) and `import-hf`."""
+"""`xtreme-jax` console script: one `Command` per name in `COMMANDS` (`run` is the Gin entry point)."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import importlib.metadata
 import sys
+from typing import Callable
 
 from xtreme_jax import errors
 
-USAGE = """usage: xtreme-jax COMMAND ...
+@dataclasses.dataclass(frozen=True)
+class Command:
+  """One `xtreme-jax` command: its arguments and help lines for the usage text, and what runs it."""
 
-commands:
-  run --gin_file=FILE [--gin.NAME=VALUE ...] [-v]
-                                              pretrain / finetune / evaluate as the Gin files say
-                                              (`xtreme-jax run --help`: Gin flags, bundled experiments, examples)
-  import-hf SRC OUT [--scan_layers]           Hugging Face checkpoint (dir or hub id) -> orbax checkpoint
-  export-encoder RUN_DIR OUT [LANGUAGE_ID]     NLU encoder of a VECO pretraining run -> import-hf format
-                                              (LANGUAGE_ID: language embedding to fold in, XLM-style runs)
-  export-veco RUN_DIR OUT                      the whole VECO stack (cross-attention included) -> import-hf
-  export-seq2seq RUN_DIR OUT                   an xDAE / xFNP run's encoder-decoder -> import-hf
-                                              format: INIT_CHECKPOINT of NLG fine-tuning (QG, NTG, WMT14)
-  average-checkpoints RUN_DIR [--last N] [--allow-fewer]
-                                              mean parameters of the newest N checkpoints (default 10)
-                                              -> RUN_DIR/averaged/<newest step>/ (VECO translation)
-  sweep-summary RUN_ROOT [--baseline RUN]      the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model
-                                              (selected dev score) -> RUN_ROOT/sweep.md, sweep.json; with a
-                                              baseline run, test scores minus its own (sweep_differences.png)
-  score --predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] [--split dev|test]
-                                              leaderboard scores of a submission folder
-                                              (default --out: <parent>/scores-<name>.json;
-                                              xglue: as the official xglue_evaluate.py)
-
-A user error (bad data, bad binding, missing file) prints one line and exits 2;
-add --debug (or set XTREME_JAX_DEBUG=1) to see the traceback.
-"""
+  arguments: str
+  help: tuple[str, ...]
+  run: Callable[[list[str]], int]
+  compiles: bool = False  # it compiles JAX programs: the compilation cache is set up first (`run` does it from Gin)
 
 
-# Commands that compile JAX programs, besides `run` (which configures the compilation cache from Gin too).
-COMPILING = ("import-hf", "export-encoder", "export-veco", "export-seq2seq", "average-checkpoints")
+def _run(argv: list[str]) -> int:
+  from xtreme_jax import main as entry
+  return entry.main(argv)
 
 
-def main(argv=None) -> int:
-  """Runs one command; a user error is one line on stderr and exit code 2 (`--debug`: traceback)."""
-  return errors.run_cli(_dispatch, list(sys.argv[1:] if argv is None else argv))
+def _import_hf(argv: list[str]) -> int:
+  from xtreme_jax import hf
+  return hf.cli_import_hf(argv)
 
 
-def _dispatch(argv: list[str]) -> int:
-  if not argv or argv[0] in ("-h", "--help"):
-    print(USAGE)
-    return 0 if argv else 2
-  command, rest = argv[0], argv[1:]
-  if command in COMPILING:
-    from xtreme_jax import compilation_cache
-    compilation_cache.configure()
-  if command == "run":
-    from xtreme_jax import main as entry
-    return entry.main(rest)
-  if command == "import-hf":
-    from xtreme_jax import hf
-    return hf.cli_import_hf(rest)
-  if command == "export-encoder":
-    if len(rest) not in (2, 3) or (len(rest) == 3 and not rest[2].isdigit()):
-      print("usage: xtreme-jax export-encoder RUN_DIR OUT [LANGUAGE_ID]", file=sys.stderr)
+def _export_encoder(argv: list[str]) -> int:
+  if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
+    print("usage: xtreme-jax export-encoder RUN_DIR OUT [LANGUAGE_ID]", file=sys.stderr)
+    return 2
+  from xtreme_jax.models import veco_assembly
+  print(f"wrote {veco_assembly.export_encoder(argv[0], argv[1], int(argv[2]) if len(argv) == 3 else None)}")
+  return 0
+
+
+def _export(name: str) -> Callable[[list[str]], int]:
+  def export(argv: list[str]) -> int:
+    if len(argv) != 2:
+      print(f"usage: xtreme-jax {name} RUN_DIR OUT", file=sys.stderr)
       return 2
     from xtreme_jax.models import veco_assembly
-    language_id = int(rest[2]) if len(rest) == 3 else None
-    print(f"wrote {veco_assembly.export_encoder(rest[0], rest[1], language_id)}")
+    print(f"wrote {getattr(veco_assembly, name.replace('-', '_'))(argv[0], argv[1])}")
     return 0
-  if command in ("export-veco", "export-seq2seq"):
-    if len(rest) != 2:
-      print(f"usage: xtreme-jax {command} RUN_DIR OUT", file=sys.stderr)
-      return 2
-    from xtreme_jax.models import veco_assembly
-    export = veco_assembly.export_veco if command == "export-veco" else veco_assembly.export_seq2seq
-    print(f"wrote {export(rest[0], rest[1])}")
-    return 0
-  if command == "average-checkpoints":
-    return _average_checkpoints(rest)
-  if command == "sweep-summary":
-    from xtreme_jax.runs import sweeps
-    return sweeps.main(rest)
-  if command == "score":
-    from xtreme_jax.evaluation import scorer
-    return scorer.main(rest)
-  print(f"unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-  return 2
+  return export
 
 
 def _average_checkpoints(argv: list[str]) -> int:
@@ -100,6 +65,91 @@ def _average_checkpoints(argv: list[str]) -> int:
   else:
     print(f"{done.path} already holds the average of steps {steps}; nothing written")
   return 0
+
+
+def _sweep_summary(argv: list[str]) -> int:
+  from xtreme_jax.runs import sweeps
+  return sweeps.main(argv)
+
+
+def _score(argv: list[str]) -> int:
+  from xtreme_jax.evaluation import scorer
+  return scorer.main(argv)
+
+
+COMMANDS = {
+    "run": Command("--gin_file=FILE [--gin.NAME=VALUE ...] [-v]", (
+        "pretrain / finetune / evaluate / a benchmark, as the Gin files say",
+        "(`xtreme-jax run --help`: Gin flags, bundled experiments, examples)"), _run),
+    "import-hf": Command("SRC OUT [--scan_layers]", (
+        "Hugging Face checkpoint (dir or hub id) -> orbax checkpoint",), _import_hf, compiles=True),
+    "export-encoder": Command("RUN_DIR OUT [LANGUAGE_ID]", (
+        "NLU encoder of a VECO pretraining run -> import-hf format",
+        "(LANGUAGE_ID: language embedding to fold in, XLM-style runs)"), _export_encoder, compiles=True),
+    "export-veco": Command("RUN_DIR OUT", (
+        "the whole VECO stack (cross-attention included) -> import-hf",), _export("export-veco"), compiles=True),
+    "export-seq2seq": Command("RUN_DIR OUT", (
+        "an xDAE / xFNP run's encoder-decoder -> import-hf",
+        "format: INIT_CHECKPOINT of NLG fine-tuning (QG, NTG, WMT14)"), _export("export-seq2seq"), compiles=True),
+    "average-checkpoints": Command("RUN_DIR [--last N] [--allow-fewer]", (
+        "mean parameters of the newest N checkpoints (default 10)",
+        "-> RUN_DIR/averaged/<newest step>/ (VECO translation)"), _average_checkpoints, compiles=True),
+    "sweep-summary": Command("RUN_ROOT [--baseline RUN]", (
+        "the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model",
+        "(selected dev score) -> RUN_ROOT/sweep.md, sweep.json; with a",
+        "baseline run, test scores minus its own (sweep_differences.png)"), _sweep_summary),
+    "score": Command("--predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] "
+                     "[--split dev|test]", (
+                         "leaderboard scores of a submission folder",
+                         "(default --out: <parent>/scores-<name>.json;",
+                         "xglue: as the official xglue_evaluate.py)"), _score),
+}
+
+
+def _usage() -> str:
+  lines = ["usage: xtreme-jax COMMAND ...   (xtreme-jax --version: the installed version)", "", "commands:"]
+  for name, command in COMMANDS.items():
+    head = f"  {name} {command.arguments}"
+    first, *more = command.help
+    lines += [f"{head:<46}{first}"] if len(head) < 46 else [head, " " * 46 + first]
+    lines += [" " * 46 + line for line in more]
+  return "\n".join(lines + ["", "A user error (bad data, bad binding, missing file) prints one line and exits 2;",
+                            "add --debug (or set XTREME_JAX_DEBUG=1) to see the traceback."])
+
+
+USAGE = _usage()
+
+
+def version() -> str:
+  """The installed distribution's version."""
+  try:
+    return importlib.metadata.version("xtreme-jax")
+  except importlib.metadata.PackageNotFoundError:
+    return "unknown (not installed)"
+
+
+def main(argv=None) -> int:
+  """Runs one command; a user error is one line on stderr and exit code 2 (`--debug`: traceback)."""
+  return errors.run_cli(_dispatch, list(sys.argv[1:] if argv is None else argv))
+
+
+def _dispatch(argv: list[str]) -> int:
+  if not argv or argv[0] in ("-h", "--help"):
+    print(USAGE)
+    return 0 if argv else 2
+  if argv[0] == "--version":
+    print(f"xtreme-jax {version()}")
+    return 0
+  name, rest = argv[0], argv[1:]
+  command = COMMANDS.get(name)
+  if command is None:
+    close = difflib.get_close_matches(name, COMMANDS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise errors.ConfigError(f"unknown command {name!r}; {hint}`xtreme-jax --help` lists the commands")
+  if command.compiles:
+    from xtreme_jax import compilation_cache
+    compilation_cache.configure()
+  return command.run(rest)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import sys
+import textwrap
 import tokenize
 from typing import Callable, Optional
 
@@ -66,13 +67,37 @@ def execute(run: Callable = gin.REQUIRED, compilation_cache: Optional[str] = Non
 
 
 def experiments() -> list[tuple[str, str]]:
-  """(path under GIN_DIR, first comment line) of each bundled experiment file."""
+  """(path under GIN_DIR, description) of each bundled experiment file: the first sentence of its header comment."""
   out = []
   for path in sorted(glob.glob(os.path.join(GIN_DIR, "experiments", "*.gin"))):
+    words = []
     with open(path, encoding="utf-8") as f:
-      first = f.readline().strip()
-    out.append((os.path.relpath(path, GIN_DIR), first.lstrip("#").strip() if first.startswith("#") else ""))
+      for line in f:
+        text = line.strip()
+        if not text.startswith("#") or not text.lstrip("#").strip():
+          break
+        words += text.lstrip("#").split()
+        if words[-1].endswith("."):
+          break
+    sentence = " ".join(words)
+    end = re.search(r"\.(\s|$)", sentence)
+    out.append((os.path.relpath(path, GIN_DIR), sentence[:end.start() + 1] if end else sentence))
   return out
+
+
+def _listing(listed: list[tuple[str, str]]) -> str:
+  """The experiments for `run --help`: the quickstarts first (where to start), each description wrapped."""
+  width = max((len(rel) for rel, _ in listed), default=0)
+
+  def block(rows):
+    return "\n".join(textwrap.fill(description, 118, initial_indent=f"  {rel:<{width}}  ",
+                                   subsequent_indent=" " * (width + 4), break_long_words=False,
+                                   break_on_hyphens=False)
+                     for rel, description in rows)
+
+  quick = [row for row in listed if "quickstart" in row[0]]
+  return ("start here: the quickstarts, on the bundled sample on a CPU (--gin_file=FILE with FILE as listed):\n"
+          + block(quick) + "\n\nall bundled experiments:\n" + block(listed))
 
 
 def split_gin_args(argv: list[str]) -> tuple[list[str], list[str], list[str]]:
@@ -131,7 +156,8 @@ def gin_error(e: Exception, where: str) -> errors.UserError:
   loc = errors.location(found[1], int(found[2])) if found else where
   if isinstance(e, SyntaxError):  # gin's own carry the file (None for a binding) and line
     msg = str(e.msg or e)
-    hint = " (a string value needs its own quotes: --gin.NAME=\"'text'\")" if "Failed to parse token" in msg else ""
+    unquoted = any(m in msg for m in ("Failed to parse token", "Unable to parse value"))
+    hint = " (a string value needs its own quotes: --gin.NAME=\"'text'\")" if unquoted else ""
     loc = errors.location(e.filename, e.lineno) if e.filename else where
     return errors.ConfigError(f"Gin syntax error ({loc}): {msg.splitlines()[-1].strip()}{hint}")
   if isinstance(e, tokenize.TokenError):  # tokenize says only "EOF"; an include's re-raise drops the args
@@ -217,10 +243,7 @@ def configure_logging(verbosity: int) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
   """`xtreme-jax run`'s options; --help also lists the Gin flags, the bundled experiments and examples."""
-  listed = experiments()
-  width = max((len(rel) for rel, _ in listed), default=0)
-  lines = [f"  {rel:<{width}}  {description}".rstrip() for rel, description in listed]
-  epilog = "bundled experiments (--gin_file=FILE with FILE as listed):\n" + "\n".join(lines) + "\n\n" + EXAMPLES
+  epilog = _listing(experiments()) + "\n\n" + EXAMPLES
   parser = errors.ArgumentParser(prog="xtreme-jax run", usage=USAGE, description=DESCRIPTION, epilog=epilog,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("-v", "--verbose", action="count", default=0,
