@@ -189,15 +189,14 @@ def test_run_help_lists_gin_flags_experiments_and_examples(capsys):
   assert len(listed) == len(os.listdir(os.path.join(main.GIN_DIR, "experiments")))
   assert ("experiments/xtreme_quickstart.gin", "Quickstart: the whole XTREME benchmark (nine tasks) on the bundled "
           "sample with the tiny preset, on CPU.") in listed
-  # Each description is the header's whole first sentence (a header line may end mid-sentence), wrapped.
+  # Each description is a whole sentence of at most 110 characters: the first line of the file's header.
   assert dict(listed)["experiments/wmt14_tiny.gin"] == (
-      "The WMT14 recipe at CPU scale (tests/test_translate.py runs it on a mocked TFDS builder): the tiny preset "
-      "with a 1-layer decoder, 64 training pairs in packed rows of 32 tokens, 20 updates, the last 3 checkpoints "
-      "averaged, beam 2 on the first 8 test sentences.")
+      "The WMT14 recipe at CPU scale: the tiny preset, 64 pairs, averaging, beam search, BLEU.")
   start, everything = out.split("start here: ", 1)[1].split("all bundled experiments:\n")
   everything = everything.split("\n\nexamples:")[0]
   for rel, description in listed:
-    assert description.endswith(".") and description[0].isupper(), rel
+    assert description.endswith(".") and description[0].isupper() and len(description) <= 110, rel
+    assert description.count("(") == description.count(")"), rel
     entry = everything.split(f"  {rel} ", 1)[1].split("\n  experiments/")[0]
     assert entry.split() == description.split(), rel
   # The quickstarts come first: the place to start.

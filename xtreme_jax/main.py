@@ -67,21 +67,12 @@ def execute(run: Callable = gin.REQUIRED, compilation_cache: Optional[str] = Non
 
 
 def experiments() -> list[tuple[str, str]]:
-  """(path under GIN_DIR, description) of each bundled experiment file: the first sentence of its header comment."""
+  """(path under GIN_DIR, first comment line) of each bundled experiment file: one sentence describing it."""
   out = []
   for path in sorted(glob.glob(os.path.join(GIN_DIR, "experiments", "*.gin"))):
-    words = []
     with open(path, encoding="utf-8") as f:
-      for line in f:
-        text = line.strip()
-        if not text.startswith("#") or not text.lstrip("#").strip():
-          break
-        words += text.lstrip("#").split()
-        if words[-1].endswith("."):
-          break
-    sentence = " ".join(words)
-    end = re.search(r"\.(\s|$)", sentence)
-    out.append((os.path.relpath(path, GIN_DIR), sentence[:end.start() + 1] if end else sentence))
+      first = f.readline().strip()
+    out.append((os.path.relpath(path, GIN_DIR), first.lstrip("#").strip() if first.startswith("#") else ""))
   return out
 
 
