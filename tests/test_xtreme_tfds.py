@@ -84,7 +84,7 @@ def _check_schema(task, split, out):
       assert set(r) == {"id", "text_a", "text_b", "label"}
       assert isinstance(r["text_a"], str) and isinstance(r["text_b"], str) and r["label"] in names
   elif task in ("panx", "udpos"):
-    names = set(xt.WIKIANN_TAGS if task == "panx" else xt.UPOS_TAGS)
+    names = set(xt.WIKIANN_TAGS if task == "panx" else xt.UPOS_TFDS_LABELS)
     assert isinstance(out, list) and len(out) == NUM_EXAMPLES
     for r in out:
       assert set(r) == {"id", "tokens", "tags"}
@@ -191,7 +191,7 @@ def test_label_names_match_the_builders(mocked):
   for name in ("paws_x_wiki/en", "xtreme_pawsx/de"):
     assert names(name, "label") == xt.PAWSX_TFDS_LABELS
   assert names("wikiann/en", "tags") == xt.WIKIANN_TAGS
-  assert names("xtreme_pos/xtreme_pos_en", "upos") == xt.UPOS_TAGS
+  assert names("xtreme_pos/xtreme_pos_en", "upos") == xt.UPOS_TFDS_LABELS
   assert set(xt.XNLI_TFDS_LABELS) == set(xr.XNLI_LABELS)
 
 

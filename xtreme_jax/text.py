@@ -9,6 +9,9 @@ from typing import Iterable, Iterator, Optional
 from xtreme_jax import errors, fs
 
 
+DOCSTART = "-DOCSTART-"  # CoNLL's document separator line (CoNLL 2002 / 2003 NER, XGLUE's NER and POS files)
+
+
 def iter_blocks(lines: Iterable[str]) -> Iterator[list[str]]:
   """Non-empty lines grouped into blocks separated by one or more empty lines, lazily."""
   for nonempty, block in itertools.groupby(lines, key=bool):

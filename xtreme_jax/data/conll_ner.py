@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from xtreme_jax import errors
+from xtreme_jax import errors, text
 from xtreme_jax.data.xtreme_readers import malformed, numbered_lines
 from xtreme_jax.registry.mbert import NER_TAGS as TAGS, NER_TYPES as TYPES
 
-DOCSTART = "-DOCSTART-"
+DOCSTART = text.DOCSTART
 OUTSIDE = {"O": "O", "N": "O"}
 
 

@@ -47,7 +47,7 @@ from xtreme_jax.data.xtreme_readers import check_training_answers, malformed, nu
 from xtreme_jax.evaluation import metrics
 from xtreme_jax.registry import XGLUE, TaskSpec
 
-DOCSTART = "-DOCSTART-"
+DOCSTART = text.DOCSTART
 # Text columns of a labelled row (the fewest; more are joined into text_b). PAWSX counts its id column.
 TEXT_COLUMNS = {"NC": 2, "XNLI": 2, "PAWSX": 3, "QADSM": 3, "QAM": 2, "WPR": 3}
 HEADER = {"PAWSX": 1}  # lines before the first row

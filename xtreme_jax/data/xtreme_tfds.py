@@ -130,14 +130,14 @@ import numpy as np
 from xtreme_jax import errors, text
 from xtreme_jax.data import xtreme_readers as xr, xtreme_translations
 from xtreme_jax.registry import XTREME
+from xtreme_jax.registry.xtreme import UPOS_TAGS
 
 QA_TASKS = tuple(name for name, spec in XTREME.specs.items() if spec.kind == "span_qa")  # squad included
 # ClassLabel names of the TFDS features (index -> name).
 XNLI_TFDS_LABELS = ("entailment", "neutral", "contradiction")  # xnli, multi_nli, xtreme_xnli
 PAWSX_TFDS_LABELS = ("different_meaning", "paraphrase")  # paws_x_wiki, xtreme_pawsx -> "0", "1"
 WIKIANN_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
-UPOS_TAGS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN",
-             "PUNCT", "SCONJ", "SYM", "VERB", "X", "_")
+UPOS_TFDS_LABELS = (*UPOS_TAGS, "_")  # xtreme_pos's ClassLabel: the 17 UD tags, then "_"
 TYDIQA_LANGUAGE_NAMES = {"ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish",
                          "id": "indonesian", "ko": "korean", "ru": "russian", "sw": "swahili",
                          "te": "telugu"}
@@ -224,7 +224,7 @@ def wikiann_sentence(example: dict) -> tuple[list, list]:
 
 def xtreme_pos_sentence(example: dict) -> tuple[list, list]:
   """(tokens, UPOS names) of one `xtreme_pos` example."""
-  return _tagged(example, "upos", UPOS_TAGS, "xtreme_pos upos")
+  return _tagged(example, "upos", UPOS_TFDS_LABELS, "xtreme_pos upos")
 
 
 def own_answers(context: str, texts: list[str], starts: list[int]) -> tuple[list[str], list[int]]:

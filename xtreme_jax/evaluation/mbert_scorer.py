@@ -30,7 +30,7 @@ from xtreme_jax.data.parsing_features import EVAL_MAX_WORDS
 from xtreme_jax.evaluation import metrics, parsing
 from xtreme_jax.registry.mbert import MBERT
 
-METRIC = {"mldoc": "accuracy", "ner": "f1", "pos": "accuracy", "parsing": "las", "parsing_gold_pos": "las"}
+METRIC = {t.name: t.score for t in MBERT.tasks}  # each task's score key (the registry's `score`)
 
 
 def _blocks(path: str) -> list[list[str]]:

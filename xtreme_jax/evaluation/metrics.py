@@ -35,6 +35,8 @@ TASK_LANGUAGES = {t.name: t.test_languages for t in XTREME.tasks}
 TASK_METRIC = {t.name: t.score for t in XTREME.tasks}
 CATEGORIES = dict(XTREME.categories)
 QA_TASKS = XTREME.where(kind="span_qa")
+# The counts a scorer adds to each language's result beside its metrics (`scorer`, `report`).
+COUNT_KEYS = ("total", "missing", "invalid")
 
 
 def _check_lengths(predictions: Sequence, labels: Sequence, what: str = "items") -> None:

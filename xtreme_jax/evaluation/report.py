@@ -107,7 +107,6 @@ TASK_ROWS = {
 }
 CATEGORY_LABEL = {"classification": "Classification", "structured_prediction": "Structured prediction",
                   "qa": "Question answering", "retrieval": "Retrieval"}
-_COUNT_KEYS = ("total", "missing", "invalid")
 # Optional keys of the results that are not tasks (see the module docstring).
 EXTRA_KEYS = ("runs", "retrieval")
 # The transfer gap of QA tasks is on exact match (XTREME's Table 3).
@@ -196,7 +195,7 @@ def results_from_metrics(per_task: Mapping[str, Mapping[str, object]]) -> dict:
     missing = {lg: "not evaluated" for lg in metrics.TASK_LANGUAGES[task] if lg not in per_language}
     average = {}
     if per_language:
-      keys = [k for k in next(iter(per_language.values())) if k not in _COUNT_KEYS]
+      keys = [k for k in next(iter(per_language.values())) if k not in metrics.COUNT_KEYS]
       average = {k: sum(r[k] for r in per_language.values()) / len(per_language) for k in keys
                  if all(k in r for r in per_language.values())}
     tasks[task] = {"languages": per_language, "missing": missing, "average": average,

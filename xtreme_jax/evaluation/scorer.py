@@ -53,7 +53,6 @@ from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.evaluation import metrics
 from xtreme_jax.registry import XTREME
 
-COUNT_KEYS = ("total", "missing", "invalid")
 MANIFEST = "manifest.json"
 DATA_SOURCES = ("official", "tfds")
 # Tasks whose predictions are matched to the labels by position (no ids).
@@ -287,7 +286,7 @@ def _selected_tasks(tasks: Optional[Sequence[str]]) -> list[str]:
 
 
 def _average(per_language: dict[str, dict]) -> dict[str, float]:
-  keys = [k for k in next(iter(per_language.values())) if k not in COUNT_KEYS]
+  keys = [k for k in next(iter(per_language.values())) if k not in metrics.COUNT_KEYS]
   return {k: sum(r[k] for r in per_language.values()) / len(per_language) for k in keys}
 
 

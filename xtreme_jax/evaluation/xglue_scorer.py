@@ -53,7 +53,7 @@ from xtreme_jax.evaluation.scorer import SubmissionError
 from xtreme_jax.registry import XGLUE, TaskSpec
 
 SPLITS = ("dev", "test")
-DOCSTART = "-DOCSTART-"
+DOCSTART = text.DOCSTART
 CATEGORY_AVERAGES = {"understanding": "avg_u", "generation": "avg_g"}  # results key of each category's mean
 
 
