@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import RandomMlmSource  # noqa: E402  (sets 8 devices: the worker sets 1, before JAX starts)
+from conftest import RandomMlmSource  # noqa: E402  (sets 4 devices: the worker sets 1, before JAX starts)
 from test_training import CrashingSource, make_trainer  # noqa: E402
 
 

@@ -114,7 +114,7 @@ def test_allow_fewer_averages_every_checkpoint(run):
 # -- readers ------------------------------------------------------------------------
 
 def test_readers_place_the_average_and_fall_back_to_the_newest_checkpoint(run, caplog):
-  mesh = jax.make_mesh((8,), ("data",))
+  mesh = jax.make_mesh((len(jax.devices()),), ("data",))
   abstract = {"dense": {"kernel": jax.ShapeDtypeStruct((2, 3), jnp.float32, sharding=NamedSharding(mesh, P())),
                         "bias": jax.ShapeDtypeStruct((3,), jnp.float32, sharding=NamedSharding(mesh, P()))},
               "count": jax.ShapeDtypeStruct((1,), jnp.int32, sharding=NamedSharding(mesh, P()))}

@@ -150,8 +150,8 @@ def test_stale_temporary_files_are_removed_when_a_run_directory_is_claimed_again
     ("--gin.TRAIN_STEPS=-5", "TrainerConfig.train_steps = -5: expected a positive integer"),
     ("--gin.TRAIN_STEPS='abc'", "TrainerConfig.train_steps = 'abc': expected a positive integer"),
     ("--gin.trainer.TrainerConfig.checkpoint_every=0", "TrainerConfig.checkpoint_every = 0: expected a positive"),
-    ("--gin.mlm_source.MlmTextSource.batch_size=12",
-     "MlmTextSource.batch_size = 12 is not divisible by the 8 devices of the mesh's data axes"),
+    ("--gin.mlm_source.MlmTextSource.batch_size=6",
+     "MlmTextSource.batch_size = 6 is not divisible by the 4 devices of the mesh's data axes"),
 ])
 def test_bad_settings_exit_2_with_one_line_and_claim_nothing(tmp_path, capsys, binding, message):
   run = tmp_path / "run"
@@ -196,7 +196,7 @@ def test_nan_stop_then_resume_with_a_lower_learning_rate(tmp_path, straight):
     return train.pretrain(run, TINY, RandomMlmSource(), optimizer=OptimizerConfig(learning_rate=lr, warmup_steps=2),
                           trainer=TrainerConfig(train_steps=steps, log_every=1, checkpoint_every=every,
                                                 progress_bar=False),
-                          partition=PartitionConfig("data_parallel", (2, 4)), resume_overrides=overrides)
+                          partition=PartitionConfig("data_parallel", (2, 2)), resume_overrides=overrides)
 
   # Step 1 has learning rate 0 (warm-up) and is checkpointed; step 2's update norm overflows.
   with pytest.raises(NonFiniteLossError) as stopped:
@@ -231,7 +231,7 @@ def test_nan_advice_is_what_a_re_run_accepts(tmp_path, straight):
     return train.pretrain(run, TINY, RandomMlmSource(),
                           optimizer=OptimizerConfig(learning_rate=lr, warmup_steps=warmup),
                           trainer=TrainerConfig(train_steps=10, log_every=1, checkpoint_every=5, progress_bar=False),
-                          partition=PartitionConfig("data_parallel", (2, 4)), resume_overrides=overrides)
+                          partition=PartitionConfig("data_parallel", (2, 2)), resume_overrides=overrides)
 
   # A NaN at the first step: start-up failed, nothing was claimed, so the configured rate is what to change.
   with pytest.raises(NonFiniteLossError, match=r"at step 1; stopped\. No checkpoint was written in .*; lower the "

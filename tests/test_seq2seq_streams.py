@@ -139,6 +139,7 @@ def test_configuration_errors_name_the_problem():
     SeqioSeq2SeqSource(XDAE, languages=("de",)).seqio_task
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("objective", ["xdae", "xfnp"])
 def test_sample_experiment_trains_and_exports_the_fine_tuning_checkpoint(objective, tmp_path):
   """experiments/{xdae,xfnp}_pretrain_sample.gin train; `export-seq2seq` writes the encoder-decoder that generation

@@ -24,7 +24,7 @@ LAYOUTS = ("data_parallel", "fsdp", "tensor_parallel")
 ALL = ("data", "model")
 
 
-def make_trainer(run_dir, layout="data_parallel", mesh=(2, 4), devices=None, steps=10, every=5,
+def make_trainer(run_dir, layout="data_parallel", mesh=(2, 2), devices=None, steps=10, every=5,
                  config=TINY, accum=1, lr=1e-3, optimizer=None, **trainer_kw):
   return Trainer(MlmModel(config), optimizer or OptimizerConfig(learning_rate=lr, warmup_steps=2),
                  TrainerConfig(**{"train_steps": steps, "log_every": 1, "checkpoint_every": every,
@@ -51,7 +51,7 @@ def assert_trees_close(a, b, atol):
     ("tensor_parallel", {"query": P(None, "model", None), "word": P("model", None), "intermediate": P(None, "model")}),
 ])
 def test_rules_table_partition_specs(layout, expected):
-  mesh = partitioning.make_mesh((2, 4))
+  mesh = partitioning.make_mesh((2, 2))
   boxed = jax.eval_shape(MlmModel(TINY).init, jax.random.PRNGKey(0), RandomMlmSource().batch(0))
   specs = partitioning.param_specs(boxed, mesh, partitioning.RULES[layout])
   layer = specs["backbone"]["encoder"]["layers_0"]
@@ -63,8 +63,8 @@ def test_rules_table_partition_specs(layout, expected):
 
 
 def test_indivisible_dimension_is_replicated():
-  mesh = partitioning.make_mesh((2, 4))
-  config = dataclasses.replace(TINY, vocab_size=66)
+  mesh = partitioning.make_mesh((2, 2))
+  config = dataclasses.replace(TINY, vocab_size=67)
   boxed = jax.eval_shape(MlmModel(config).init, jax.random.PRNGKey(0), RandomMlmSource().batch(0))
   specs = partitioning.param_specs(boxed, mesh, partitioning.RULES["tensor_parallel"])
   assert specs["backbone"]["embeddings"]["word_embeddings"]["embedding"] == P(None, None)
@@ -88,7 +88,7 @@ def test_per_device_bytes_shrink_by_sharded_factor(tmp_path, layout):
   if layout == "data_parallel":
     assert got == full
   else:
-    assert got < full / 2  # most parameters are split 4 (TP) or 8 (FSDP) ways
+    assert got < (0.6 if layout == "tensor_parallel" else 0.3) * full  # most parameters split 2 (TP) or 4 (FSDP) ways
 
 
 # -- sharded step == single device -------------------------------------------
@@ -99,10 +99,10 @@ def test_sharded_train_step_matches_single_device(tmp_path, layout):
   single = make_trainer(tmp_path / "one", "data_parallel", (1, 1), devices=jax.devices()[:1])
   s1 = single.init_state(batch)
   s1, m1 = single.train_step(s1, batch)
-  multi = make_trainer(tmp_path / "many", layout, (2, 4))
+  multi = make_trainer(tmp_path / "many", layout, (2, 2))
   s8 = multi.init_state(batch)
   s8, m8 = multi.train_step(s8, batch)
-  assert len(jax.tree_util.tree_leaves(s8.params)[0].sharding.device_set) == 8
+  assert len(jax.tree_util.tree_leaves(s8.params)[0].sharding.device_set) == 4
   assert abs(float(m1["loss"]) - float(m8["loss"])) < 1e-5
   assert_trees_close(s1.params, s8.params, atol=1e-5)
 
