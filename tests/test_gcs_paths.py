@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -33,9 +34,10 @@ RUN = "gs://bucket/runs/r1"
 
 
 @pytest.fixture
-def gcs(tmp_path, monkeypatch):
+def gcs(tmp_path, tmp_path_factory, monkeypatch):
   """`gs://` served from `<tmp>/gcs`; the working directory is `<tmp>` (where nothing else may appear)."""
   root = str(tmp_path / "gcs")
+  uploads = str(tmp_path_factory.mktemp("uploads"))
   os.makedirs(root)
   monkeypatch.chdir(tmp_path)
 
@@ -58,8 +60,11 @@ def gcs(tmp_path, monkeypatch):
   def open_(original, path, mode):
     if "a" in mode or "+" in mode:
       raise NotImplementedError(f"objects cannot be appended to ({path}, mode {mode!r})")
-    if "w" in mode:  # an object needs no parent folder
+    if "w" in mode:  # an object needs no parent folder, and appears whole when its upload ends
       os.makedirs(os.path.dirname(local(path)), exist_ok=True)
+      handle, upload = tempfile.mkstemp(dir=uploads)
+      os.close(handle)
+      return _Upload(original(upload, mode), upload, local(path))
     return original(local(path), mode)
 
   def walk(original, top, **kwargs):
@@ -74,6 +79,28 @@ def gcs(tmp_path, monkeypatch):
     for stop in locks._RENEWING.values():  # a lock a failed test left held renews no object outside the fake
       stop.set()
   assert sorted(os.listdir(tmp_path)) == ["gcs"]  # no `gs:` folder in the working directory
+
+
+class _Upload:
+  """A file being written as an object: readers see the old object (or none) until it is closed, then the new one
+  whole, as on GCS (a plain local write would show readers an empty object while it is under way)."""
+
+  def __init__(self, file, upload, path):
+    self._file, self._upload, self._path = file, upload, path
+
+  def __getattr__(self, name):
+    return getattr(self._file, name)
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    self.close()
+
+  def close(self):
+    if not self._file.closed:
+      self._file.close()
+      os.replace(self._upload, self._path)
 
 
 def objects(root):
