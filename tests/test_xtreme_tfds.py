@@ -440,3 +440,14 @@ def test_reading_tfds_is_quiet_but_actionable_warnings_pass(mocked, tmp_path, ca
   assert not noise.filter(record(logging.WARNING, "Variant folder %s has no %s"))
   assert not noise.filter(record(logging.INFO, "Constructing tf.data.Dataset %s for split %s"))
   assert noise.filter(logging.LogRecord("xtreme_jax", logging.INFO, __file__, 1, "ours", (), None))
+
+
+def test_harmless_tfds_warnings_are_dropped_whoever_is_named_as_their_caller():
+  """An "absl" logger made before absl was imported (the CLI sets its level first) names absl's own module as the
+  caller of every record, not TFDS's: the harmless lines are still dropped."""
+  import absl.logging
+  noise = xt._TfdsNoise()
+  assert not noise.filter(logging.LogRecord("absl", logging.WARNING, absl.logging.__file__, 1,
+                                            "Variant folder %s has no %s", ("/d/wmt14/1.0.0", "x.json"), None))
+  assert noise.filter(logging.LogRecord("absl", logging.WARNING, absl.logging.__file__, 1,
+                                        "Found a different version of the requested dataset %s", ("x",), None))

@@ -10,6 +10,7 @@ from typing import Callable
 
 from xtreme_jax import errors
 
+
 @dataclasses.dataclass(frozen=True)
 class Command:
   """One `xtreme-jax` command: its arguments and help lines for the usage text, and what runs it."""
@@ -146,6 +147,8 @@ def _dispatch(argv: list[str]) -> int:
     close = difflib.get_close_matches(name, COMMANDS, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise errors.ConfigError(f"unknown command {name!r}; {hint}`xtreme-jax --help` lists the commands")
+  from xtreme_jax import tensorflow_startup
+  tensorflow_startup.install()  # (`run -vv` shows TensorFlow's start-up lines: main.configure_logging)
   if command.compiles:
     from xtreme_jax import compilation_cache
     compilation_cache.configure()

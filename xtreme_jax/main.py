@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 import gin
 
-from xtreme_jax import errors, fs
+from xtreme_jax import errors, fs, tensorflow_startup
 from xtreme_jax.data import paths
 
 GIN_DIR = paths.gin_dir()
@@ -223,9 +223,10 @@ def parse_gin(files: list[str], bindings: list[str]) -> None:
 
 
 def configure_logging(verbosity: int) -> None:
-  """WARNING by default, INFO with -v, DEBUG with -vv; library chatter (absl, JAX, TF's C++ log) only with -vv."""
+  """WARNING by default, INFO with -v, DEBUG with -vv; library chatter (absl, JAX, TF's C++ lines) only with -vv."""
   level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity, 2)]
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbosity >= 2 else "2")  # read when TF / XLA load
+  tensorflow_startup.install(quiet=verbosity < 2)
   logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
   logging.getLogger().setLevel(level)
   for name in LIBRARY_LOGGERS:

@@ -461,11 +461,9 @@ class _TfdsNoise(logging.Filter):
 
   def filter(self, record: logging.LogRecord) -> bool:
     path = record.pathname.replace(os.sep, "/")
-    if "/tensorflow/python/util/deprecation" in path:
-      return False
-    if "/tensorflow_datasets/" not in path:
-      return True
-    return record.levelno >= logging.WARNING and not any(re.match(p, str(record.msg)) for p in HARMLESS_TFDS_LOGS)
+    if "/tensorflow/python/util/deprecation" in path or any(re.match(p, str(record.msg)) for p in HARMLESS_TFDS_LOGS):
+      return False  # (by message: absl names itself as the caller when its logger was made before absl was imported)
+    return "/tensorflow_datasets/" not in path or record.levelno >= logging.WARNING
 
 
 @contextlib.contextmanager
