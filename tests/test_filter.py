@@ -100,12 +100,12 @@ def _np_log_softmax(x):
   return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
-def test_kl_is_per_distribution_summed_over_classes():
+def test_kl_is_per_distribution_summed_over_classes_times_t_squared():
   teacher = np.asarray([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]], np.float32)
   student = np.asarray([[0.0, 1.0, 0.0], [1.0, -2.0, 0.0]], np.float32)
-  for t in (1.0, 2.0):
+  for t in (1.0, 2.0, 0.1):
     p, q = np.exp(_np_log_softmax(teacher / t)), np.exp(_np_log_softmax(student / t))
-    hand = [sum(p[i, c] * np.log(p[i, c] / q[i, c]) for c in range(3)) for i in range(2)]
+    hand = [t * t * sum(p[i, c] * np.log(p[i, c] / q[i, c]) for c in range(3)) for i in range(2)]
     np.testing.assert_allclose(filter_models.kl_divergence(teacher, student, t), hand, rtol=1e-5)
   # the first by hand: p = .8438 .1142 .0420, q = .2119 .5761 .2119,
   # .8438 ln(.8438/.2119) + .1142 ln(.1142/.5761) + .0420 ln(.0420/.2119) = 1.1660 - .1848 - .0680
@@ -148,6 +148,49 @@ def test_classification_loss_is_eq6_per_example(pair):
   assert "kl" not in sums
   assert float(loss / sums["weight"]) == pytest.approx(np.mean(ce(outputs["source"]) + ce(outputs["target"])),
                                                        rel=1e-5)
+
+
+def test_student_losses_at_the_authors_temperatures_by_hand(pair):
+  """Classification at T = 0.1 and QA at T = 6: Eq. 6 with T^2 KL(softmax(teacher / T) || softmax(student / T))."""
+  config = CONFIGS["unrolled"]
+  batch = _batch(pair, labels=(0, -1, 2))  # example 1 has no target label: lambda = 0 there
+  teacher = np.asarray([[1.0, 0.0, -1.0], [0.0, 0.2, 0.1], [0.5, 1.5, 0.0]], np.float32)
+  outputs = {"source": np.asarray([[2.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32),
+             "target": np.asarray([[0.1, 0.0, 0.0], [0.0, 0.1, 0.0], [0.0, 0.2, 0.1]], np.float32)}
+  model = filter_models.FilterClassificationModel(config, kl_weight=0.5, temperature=0.1)
+  loss, sums = model.loss_terms(outputs, {**batch, "teacher_logits": teacher})
+  # by hand, example 1: p = softmax((0, 2, 1)) = (.0900, .6652, .2447), q = softmax((0, 1, 0)) = (.2119, .5761, .2119);
+  # KL = .0900 ln(.0900/.2119) + .6652 ln(.6652/.5761) + .2447 ln(.2447/.2119) = .0538; T^2 KL = .000538
+  p, q = np.exp(_np_log_softmax(teacher / 0.1)), np.exp(_np_log_softmax(outputs["target"] / 0.1))
+  kl = 0.01 * np.sum(p * np.log(p / q), -1)
+  assert kl[1] == pytest.approx(0.000538, abs=1e-6)
+  ce = lambda x, y: -_np_log_softmax(x)[np.arange(3), np.maximum(y, 0)] * (y >= 0)  # noqa: E731
+  lam = np.asarray([0.5, 0.0, 0.5])
+  hand = np.mean(ce(outputs["source"], batch["labels"]) + lam * ce(outputs["target"], batch["labels"]) +
+                 (1 - lam) * kl)
+  assert float(loss / sums["weight"]) == pytest.approx(hand, rel=1e-5)
+  assert float(sums["kl"] / sums["weight"]) == pytest.approx(np.mean((1 - lam) * kl), rel=1e-5)
+
+  qa = filter_models.FilterQaModel(config, kl_weight=0.1, temperature=6.0)
+  mask = np.asarray([[1, 1, 1, 0], [1, 1, 1, 1]], np.int32)
+  rng = np.random.default_rng(2)
+  logits = {k: rng.normal(size=(2, 4)).astype(np.float32) * 4 for k in ("start", "end", "t_start", "t_end")}
+  qa_out = {"start_logits": logits["start"], "end_logits": logits["end"],
+            "source_start_logits": np.zeros((2, 4), np.float32), "source_end_logits": np.zeros((2, 4), np.float32)}
+  qa_batch = {"input_mask": mask, "teacher_start_logits": logits["t_start"], "teacher_end_logits": logits["t_end"],
+              "window_weights": np.ones(2, np.float32), "example_weights": np.zeros(2, np.float32),
+              "source_example_weights": np.ones(2, np.float32), "start_positions": np.zeros(2, np.int32),
+              "end_positions": np.zeros(2, np.int32), "source_start_positions": np.asarray([0, 1]),
+              "source_end_positions": np.asarray([1, 2])}
+  loss, sums = qa.loss_terms(qa_out, qa_batch)
+
+  def window_kl(t, s, n):
+    p, q = np.exp(_np_log_softmax(t[:n] / 6.0)), np.exp(_np_log_softmax(s[:n] / 6.0))
+    return 36.0 * np.sum(p * np.log(p / q))
+  kl = [(window_kl(logits["t_start"][i], logits["start"][i], n) + window_kl(logits["t_end"][i], logits["end"][i], n))
+        / 2 for i, n in enumerate((3, 4))]
+  source_ce = np.mean([(np.log(4) + np.log(4)) / 2] * 2)  # zero logits: ln 4 per position distribution
+  assert float(loss / sums["weight"]) == pytest.approx(source_ce + np.mean(kl), rel=1e-5)
 
 
 def test_tagging_student_without_target_tags_is_source_ce_plus_per_token_kl():

@@ -1,5 +1,7 @@
 """FILTER's task kinds (runs/filter_kinds.py) and soft-label files (runs/soft_labels.py)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -119,8 +121,79 @@ def test_soft_labels_round_trip_and_refuse_other_rows_tasks_or_teachers(tmp_path
     filter_kinds.with_soft_labels(rows[:1], loaded)
 
 
-def test_several_teachers_average_their_probabilities():
-  a, b = np.asarray([[0.0, np.log(3.0)]]), np.asarray([[np.log(3.0), 0.0]])  # p = (.25, .75) and (.75, .25)
-  mean = soft_labels.average([a, b])
-  np.testing.assert_allclose(np.exp(mean), [[0.5, 0.5]], rtol=1e-6)
+def _softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+# three teachers' logits for one classification example / one tagged sentence of 2 tokens / 2 QA windows
+_TEACHERS = {"xnli": [[[1.0, -2.0, 0.5]], [[3.0, 0.0, -1.0]], [[-0.5, 1.0, 2.0]]],
+             "udpos": [[[[0.0, 1.0, 2.0], [1.0, 0.0, -1.0]]], [[[2.0, 2.0, 0.0], [0.0, 3.0, 1.0]]],
+                       [[[1.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]]],
+             "xquad": [[[1.0, 4.0, -2.0, 0.0], [0.0, 0.0, 3.0, 1.0]], [[2.0, 0.0, 1.0, 0.0], [6.0, 0.0, 0.0, 1.0]],
+                       [[0.0, 5.0, 1.0, 0.0], [0.0, 3.0, 0.0, 1.0]]]}
+
+
+@pytest.mark.parametrize("task,temperature", [("xnli", 0.1), ("xquad", 6.0), ("udpos", 1.0)])
+def test_soft_labels_are_the_softmax_of_the_teachers_mean_logits_at_the_authors_temperature(task, temperature):
+  from conftest import TINY
+  spec, kind = _filter(task, student=True)
+  model = kind.model(spec, TINY)
+  assert kind.temperature == model.temperature == temperature  # run_xcls.py 0.1, run_xqa.py 6, run_xtag.py 1
+  teachers = [np.asarray(t, np.float32) for t in _TEACHERS[task]]
+  stored = soft_labels.average(teachers)
+  mean = (teachers[0] + teachers[1] + teachers[2]) / 3  # the logits' mean, not the probabilities'
+  np.testing.assert_allclose(stored, mean, rtol=1e-6)
+  if task == "xquad":  # window 0's last position is padding: no mass, the rest renormalised
+    mask = np.asarray([[1, 1, 1, 0], [1, 1, 1, 1]], bool)
+    hand = [np.append(_softmax(mean[0, :3] / 6.0), 0.0), _softmax(mean[1] / 6.0)]
+    np.testing.assert_allclose(model.soft_targets(stored, mask), hand, rtol=1e-5, atol=1e-7)
+  else:
+    np.testing.assert_allclose(model.soft_targets(stored), _softmax(mean / temperature), rtol=1e-5, atol=1e-7)
+  if task == "xnli":  # by hand: mean (7/6, -1/3, 1/2); / 0.1 -> (11.67, -3.33, 5): p = (.99873, 3.1e-7, .00127)
+    np.testing.assert_allclose(model.soft_targets(stored)[0], [0.99873, 3.06e-7, 1.27e-3], rtol=3e-3, atol=1e-9)
+
+
+def test_one_teacher_is_stored_as_is_and_a_cache_of_averaged_probabilities_is_refused(tmp_path):
+  a = np.asarray([[0.0, np.log(3.0)]])
   np.testing.assert_array_equal(soft_labels.average([a]), a.astype(np.float32))
+  rows = [{"source_input_ids": np.arange(4), "input_ids": np.arange(3)}]
+  digest = soft_labels.rows_digest(rows)
+  soft_labels.save(str(tmp_path), "xnli", digest, ["t1", "t2"], {"teacher_logits": a})
+  meta_path = tmp_path / "soft_labels.json"
+  meta = json.loads(meta_path.read_text())
+  assert meta["combined"] == "mean logits"
+  # a file of the earlier format (several teachers' probabilities averaged, log(mean softmax)) is not read as logits
+  meta_path.write_text(json.dumps({**meta, "format": 1, "combined": "mean probability"}))
+  with pytest.raises(errors.ConfigError, match=r"are for format 1 \(several teachers' probabilities averaged\)"):
+    soft_labels.load(str(tmp_path), "xnli", digest, ["t1", "t2"])
+
+
+@pytest.fixture
+def clean_gin():
+  import gin
+  gin.clear_config(clear_constants=True)
+  yield
+  gin.clear_config(clear_constants=True)
+
+
+@pytest.mark.parametrize("binding,temperature", [(None, 0.1), ("filter_kinds.FilterSettings.temperature = 2.5", 2.5),
+                                                 ("xnli/filter_kinds.FilterSettings.temperature = 4.0", 4.0)])
+def test_the_gin_temperature_reaches_the_students_kl(clean_gin, binding, temperature):
+  import gin
+  from conftest import TINY
+  from xtreme_jax import main
+  from xtreme_jax.runs import xtreme
+  main.parse_gin(["experiments/xtreme_filter_quickstart.gin"], [binding] if binding else [])
+  settings = gin.get_configurable(xtreme.FinetuneSettings)().recipe("xnli").filter
+  spec = XTREME.task("xnli")
+  model = filter_kinds.Filter(task_kinds.of(spec), settings, student=True).model(spec, TINY)
+  teacher = np.asarray([[1.0, 0.0, -1.0], [0.0, 0.5, 2.0]], np.float32)
+  outputs = {"source": np.zeros((2, 3), np.float32), "target": np.asarray([[0.0, 2.0, 0.0], [1.0, 0.0, 1.0]],
+                                                                          np.float32)}
+  batch = {"labels": np.asarray([-1, -1], np.int32), "example_weights": np.ones(2, np.float32),
+           "teacher_logits": teacher}  # no labels: the loss is the KL alone
+  loss, sums = model.loss_terms(outputs, batch)
+  p, q = _softmax(teacher / temperature), _softmax(outputs["target"] / temperature)
+  kl = temperature ** 2 * np.sum(p * np.log(p / q), -1)  # run_xcls.py's T^2 factor, per example
+  assert float(loss / sums["weight"]) == pytest.approx(float(np.mean(kl)), rel=1e-4)

@@ -27,11 +27,14 @@ classification 0.5, QA 0.1) reads the teacher's target-side logits
 (`teacher_logits`; QA `teacher_start_logits` / `teacher_end_logits`). The KL
 is computed per distribution: per example over the classes, per token over
 the tags, per window over the positions of its start (and end) logits, the
-padding left out, with both distributions softened by `temperature` (no T^2
-factor), summed over classes (not averaged) and never normalised across the
-batch (the authors' defects). QA's CE and KL are the means of the start and
-end terms, as `QaModel`'s loss. Each side's terms are divided by that side's
-total weight (tagging: its tokens), so L is the mean over the batch.
+padding left out: T^2 KL(softmax(teacher / T) || softmax(student / T)), both
+sides softened by `temperature` T and the T^2 factor as in the authors' code
+(the task kinds' T: classification 0.1, QA 6, tagging 1), summed over classes
+(not averaged: the authors' classification KL is, and their QA KL is one
+distribution over the whole batch's positions; docs/filter.md). QA's CE and
+KL are the means of the start and end terms, as `QaModel`'s loss. Each side's
+terms are divided by that side's total weight (tagging: its tokens), so L is
+the mean over the batch.
 """
 
 from __future__ import annotations
@@ -54,17 +57,26 @@ Array = jax.Array
 _MASKED = -1e9  # logit of a padding position in a QA distribution: probability exactly 0
 
 
+def _softened(logits: Array, temperature: float, mask: Optional[Array]) -> Array:
+  x = logits.astype(jnp.float32) / temperature
+  return x if mask is None else jnp.where(mask, x, _MASKED)
+
+
+def soft_targets(teacher_logits: Array, temperature: float = 1.0, mask: Optional[Array] = None) -> Array:
+  """The student's soft labels, softmax(teacher_logits / T) over the last axis; `mask` (same shape, 1 = part of
+  the distribution) gives the other entries probability 0."""
+  return jax.nn.softmax(_softened(teacher_logits, temperature, mask))
+
+
 def kl_divergence(teacher_logits: Array, student_logits: Array, temperature: float = 1.0,
                   mask: Optional[Array] = None) -> Array:
-  """KL(softmax(teacher / T) || softmax(student / T)) over the last axis, one value per distribution (summed
-  over its entries); `mask` (same shape, 1 = part of the distribution) leaves entries out of both."""
-  t = teacher_logits.astype(jnp.float32) / temperature
-  s = student_logits.astype(jnp.float32) / temperature
-  if mask is not None:
-    t, s = jnp.where(mask, t, _MASKED), jnp.where(mask, s, _MASKED)
-  log_p, log_q = jax.nn.log_softmax(t), jax.nn.log_softmax(s)
+  """T^2 KL(softmax(teacher / T) || softmax(student / T)) over the last axis, one value per distribution (summed
+  over its entries); T^2 as the authors' code (the gradient's scale kept across temperatures). `mask` (same
+  shape, 1 = part of the distribution) leaves entries out of both."""
+  log_p = jax.nn.log_softmax(_softened(teacher_logits, temperature, mask))
+  log_q = jax.nn.log_softmax(_softened(student_logits, temperature, mask))
   terms = jnp.exp(log_p) * (log_p - log_q)
-  return jnp.sum(terms if mask is None else jnp.where(mask, terms, 0.0), axis=-1)
+  return temperature ** 2 * jnp.sum(terms if mask is None else jnp.where(mask, terms, 0.0), axis=-1)
 
 
 def cross_entropy(logits: Array, targets: Array) -> Array:
@@ -86,7 +98,7 @@ class FilterModel(Model):
   local_layers: int = 1
   fusion_layers: int = 1
   kl_weight: Optional[float] = None  # None: the teacher (no KL); a student: 1 - lambda
-  temperature: float = 1.0
+  temperature: float = 1.0  # of the KL; the task kinds pass the authors' per kind (`filter_kinds.TEMPERATURES`)
 
   def __post_init__(self):
     check_depths(self.local_layers, self.fusion_layers, self.config.num_layers)
@@ -99,6 +111,10 @@ class FilterModel(Model):
   @property
   def student(self) -> bool:
     return self.kl_weight is not None
+
+  def soft_targets(self, teacher_logits: Array, mask: Optional[Array] = None) -> Array:
+    """What the student's KL matches: `soft_targets` at this model's temperature."""
+    return soft_targets(teacher_logits, self.temperature, mask)
 
   def _combine(self, source_ce, source_w, target_ce, target_w, target_labelled, kl=None, kl_w=None) -> tuple:
     """Eq. 6 summed over units, each side divided by its total weight, times the source weight (the trainer

@@ -34,6 +34,8 @@ from xtreme_jax.training import validation as v
 ENGLISH_SOURCES = ("translate_test", "parallel")
 # the paper's KL weights (1 - lambda) per base kind
 KL_WEIGHTS = {"pair_classification": 0.5, "ranking": 0.5, "tagging": 1.0, "span_qa": 0.1}
+# the authors' KL temperatures per base kind (--temperature of run_xcls.py, run_xtag.py, run_xqa.py)
+TEMPERATURES = {"pair_classification": 0.1, "ranking": 0.1, "tagging": 1.0, "span_qa": 6.0}
 # the features of each base kind both sides carry (the target's under their own names)
 _SIDE_KEYS = {"pair_classification": ("input_ids", "input_mask", "token_type_ids"),
               "tagging": ("input_ids", "input_mask", "token_type_ids", "labels", "label_weights"),
@@ -47,20 +49,25 @@ class FilterSettings:
 
   `local_layers` (m) and `fusion_layers` (k): `networks/filter.py`.
   `kl_weight`: the student's 1 - lambda (None: the paper's for the task's
-  kind, `KL_WEIGHTS`); `temperature` softens both distributions of the KL.
+  kind, `KL_WEIGHTS`). `temperature`: T of the student's KL, T^2
+  KL(softmax(teacher / T) || softmax(student / T)) (None: the authors' for
+  the task's kind, `TEMPERATURES`: classification and ranking 0.1, tagging
+  1, QA 6; one task's with a Gin scope, `squad/filter_kinds.FilterSettings.
+  temperature = 4.0`). The soft-label files hold logits: T is applied when
+  the student trains, so changing it keeps them.
   `english`: the English side of inference pairs, `translate_test` (XTREME's
   translate-test files) or `parallel` (the dataset's own parallel English,
   as the released code uses for MLQA / XQuAD); see `data/filter_pairs.py`.
   `teachers`: how many teacher runs (seeds seed, seed + 1, ...) give the
-  soft labels, their probabilities averaged (the paper: 1). `train_teacher`:
-  a student run trains its missing teacher first (one command); False
-  refuses a student whose teacher's soft labels are missing.
+  soft labels, their logits averaged as the authors' (the paper: 1).
+  `train_teacher`: a student run trains its missing teacher first (one
+  command); False refuses a student whose teacher's soft labels are missing.
   """
 
   local_layers: int = 1
   fusion_layers: int = 1
   kl_weight: Optional[float] = None
-  temperature: float = 1.0
+  temperature: Optional[float] = None
   english: str = "translate_test"
   teachers: int = 1
   train_teacher: bool = True
@@ -70,7 +77,7 @@ class FilterSettings:
       v.require(self, name, v.non_negative_int, "an integer >= 0")
     v.require(self, "kl_weight", v.optional(lambda x: v.is_number(x) and 0 <= x <= 1),
               "None (the paper's per task kind) or a number in [0, 1]")
-    v.require(self, "temperature", v.positive, "a number > 0")
+    v.require(self, "temperature", v.optional(v.positive), "None (the authors' per task kind) or a number > 0")
     v.require(self, "english", lambda x: x in ENGLISH_SOURCES, f"one of {ENGLISH_SOURCES}")
     v.require(self, "teachers", v.positive_int, "a positive integer")
 
@@ -115,10 +122,14 @@ class Filter(task_kinds.Kind):
   def kl_weight(self) -> float:
     return KL_WEIGHTS[self.name] if self.settings.kl_weight is None else float(self.settings.kl_weight)
 
+  @property
+  def temperature(self) -> float:
+    return TEMPERATURES[self.name] if self.settings.temperature is None else float(self.settings.temperature)
+
   def model(self, spec, config, settings=None, vocab=None):
     s = self.settings
     common = {"local_layers": s.local_layers, "fusion_layers": s.fusion_layers,
-              "kl_weight": self.kl_weight if self.student else None, "temperature": s.temperature}
+              "kl_weight": self.kl_weight if self.student else None, "temperature": self.temperature}
     if self.name == "span_qa":
       return FilterQaModel(config, **common)
     if self.name == "tagging":

@@ -5,9 +5,12 @@ key (`filter_kinds.Filter.soft_label_keys`), row i for training row i, and
 `soft_labels.json` what they belong to: the task, the digest of the training
 rows (`rows_digest`: both sides' token ids, in order), the teacher models'
 identities and how they were combined. Several teachers (seeds) are averaged
-in probability: the file holds log(mean_t softmax(logits_t)), which are
-logits of the averaged distribution. Both files are written atomically, the
-JSON last, so a file pair is complete when the JSON exists and names it.
+in logits, as the authors' code (the mean of the teachers' logits files):
+the file holds mean_t logits_t, before any temperature (the student's KL
+softens them: `models/filter.py`). Format 1 held log(mean_t softmax(logits_t))
+and is refused, never read as logits (the runner rewrites it from the
+teachers). Both files are written atomically, the JSON last, so a file pair
+is complete when the JSON exists and names it.
 
 `load` gives a student the arrays only if they are for its task, its training
 rows and the teachers it expects; otherwise one ConfigError naming the
@@ -26,7 +29,7 @@ import numpy as np
 from xtreme_jax import atomic, errors, fs, hf
 
 NPZ, META = "soft_labels.npz", "soft_labels.json"
-FORMAT = 1
+FORMAT = 2  # 2: the teachers' mean logits; 1: log of their mean probabilities (refused)
 
 
 def rows_digest(features: Sequence[Mapping]) -> str:
@@ -39,14 +42,10 @@ def rows_digest(features: Sequence[Mapping]) -> str:
 
 
 def average(logits: Sequence[np.ndarray]) -> np.ndarray:
-  """log of the mean of softmax(logits_t) over the teachers (last axis: the classes / positions); one
-  teacher's logits are returned as they are."""
+  """The mean of the teachers' logits (float32); one teacher's logits are returned as they are."""
   if len(logits) == 1:
     return np.asarray(logits[0], np.float32)
-  stacked = np.stack([np.asarray(x, np.float64) for x in logits])
-  stacked = stacked - stacked.max(-1, keepdims=True)
-  probs = np.exp(stacked) / np.exp(stacked).sum(-1, keepdims=True)
-  return np.log(np.maximum(probs.mean(0), 1e-30)).astype(np.float32)
+  return np.mean(np.stack([np.asarray(x, np.float64) for x in logits]), axis=0).astype(np.float32)
 
 
 def save(directory: str, task: str, digest: str, teachers: Sequence[str], arrays: Mapping[str, np.ndarray]) -> str:
@@ -57,7 +56,7 @@ def save(directory: str, task: str, digest: str, teachers: Sequence[str], arrays
   atomic.write_bytes(path, buffer.getvalue())
   atomic.write_json(os.path.join(directory, META), {
       "format": FORMAT, "task": task, "rows": digest, "teachers": list(teachers), "keys": sorted(arrays),
-      "shapes": {k: list(np.shape(v)) for k, v in arrays.items()}, "combined": "mean probability"})
+      "shapes": {k: list(np.shape(v)) for k, v in arrays.items()}, "combined": "mean logits"})
   return path
 
 
@@ -73,7 +72,7 @@ def load(directory: str, task: str, digest: str, teachers: Sequence[str]) -> dic
   expected = {"format": FORMAT, "task": task, "rows": digest, "teachers": list(teachers)}
   differ = [k for k, v in expected.items() if meta.get(k) != v]
   if differ:
-    what = {"format": "another file format", "task": f"task {meta.get('task')!r}, not {task!r}",
+    what = {"format": _format(meta.get("format")), "task": f"task {meta.get('task')!r}, not {task!r}",
             "rows": "other training rows (another task, data, vocabulary or recipe)",
             "teachers": "other teacher models (retrained, or another number of teachers)"}
     raise errors.ConfigError(f"the soft labels at {path} are for {'; '.join(what[k] for k in differ)}; re-run the "
@@ -83,3 +82,8 @@ def load(directory: str, task: str, digest: str, teachers: Sequence[str]) -> dic
   if sorted(arrays) != meta.get("keys"):
     raise errors.DataError(f"{path}: arrays {sorted(arrays)}; {meta_path} lists {meta.get('keys')}")
   return arrays
+
+
+def _format(found) -> str:
+  old = " (several teachers' probabilities averaged)" if found == 1 else ""
+  return f"format {found!r}{old}, not {FORMAT} (the teachers' logits averaged)"
