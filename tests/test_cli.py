@@ -6,6 +6,7 @@ import json
 import importlib.metadata
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -229,6 +230,14 @@ def test_logging_levels(restore_logging, monkeypatch, verbosity, root, libraries
   assert logging.getLogger().level == root
   assert {logging.getLogger(n).level for n in ("absl", "jax", "orbax", "tensorflow")} == {libraries}
   assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == ("0" if verbosity == 2 else "2")
+
+
+@pytest.mark.parametrize("verbosity,line", [(0, r"warning: lost 2 rows"),
+                                             (1, r"\d{4}-\d\d-\d\d [\d:,]+ WARNING root: lost 2 rows")])
+def test_warnings_are_plain_lines_by_default_and_timed_log_records_with_v(verbosity, line):
+  code = f"from xtreme_jax import main; import logging; main.configure_logging({verbosity}); logging.warning('lost %d rows', 2)"
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+  assert re.fullmatch(line, proc.stderr.strip()), proc.stderr
 
 
 def _quiet_env():

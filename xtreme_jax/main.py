@@ -222,12 +222,25 @@ def parse_gin(files: list[str], bindings: list[str]) -> None:
   _parse(", ".join(files), gin.finalize)
 
 
+class _PlainFormatter(logging.Formatter):
+  """`warning: <message>`: a log record at the default verbosity, without time or logger name."""
+
+  def format(self, record: logging.LogRecord) -> str:
+    return f"{record.levelname.lower()}: {super().format(record)}"
+
+
 def configure_logging(verbosity: int) -> None:
-  """WARNING by default, INFO with -v, DEBUG with -vv; library chatter (absl, JAX, TF's C++ lines) only with -vv."""
+  """WARNING by default (as `warning: ...` lines), INFO with -v, DEBUG with -vv (with times and logger names);
+  library chatter (absl, JAX, TF's C++ lines) only with -vv."""
   level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbosity, 2)]
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbosity >= 2 else "2")  # read when TF / XLA load
   tensorflow_startup.install(quiet=verbosity < 2)
-  logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+  if verbosity:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+  else:  # like the run's other lines (and the CLI's `error: ...`)
+    handler = logging.StreamHandler()
+    handler.setFormatter(_PlainFormatter())
+    logging.basicConfig(handlers=[handler])
   logging.getLogger().setLevel(level)
   for name in LIBRARY_LOGGERS:
     logging.getLogger(name).setLevel(level if verbosity >= 2 else logging.WARNING)
