@@ -194,6 +194,17 @@ def test_xlmr_matches_hf(xlmr, hf_xlmr, name):
     assert xlmr.decode(with_specials) == tok.decode(with_specials)
 
 
+@pytest.mark.parametrize("which", ["bert", "xlmr"])
+def test_generated_text_has_no_special_or_unknown_tokens(request, which):
+  """`detokenize` (generated text) equals Hugging Face's decode(skip_special_tokens=True) up to the first EOS."""
+  vocab, hf = request.getfixturevalue(which), request.getfixturevalue(f"hf_{which}")["fast"]
+  words = vocab.encode("When does the river rise")
+  ids = [vocab.cls_id] + words[:3] + [vocab.unk_id] + words[3:] + [vocab.mask_id, vocab.eos_id, 7, vocab.pad_id]
+  text = vocab.detokenize(ids)
+  assert text == hf.decode(ids[:ids.index(vocab.eos_id)], skip_special_tokens=True)
+  assert "<unk>" not in text and "[UNK]" not in text and "does the" in text.lower()
+
+
 @pytest.mark.parametrize("text", ["\u0930\u093c", "a\u0301\u094d", "e\u00a0\u0941", "a\u00a0\u0301"])
 def test_xlmr_follows_sentencepiece_normalisation(xlmr, xlmr_dir, text):
   """Where `tokenizers`' Precompiled normaliser departs from sentencepiece's

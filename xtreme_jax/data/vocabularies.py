@@ -137,6 +137,18 @@ class Vocabulary:
       ids = ids[:ids.index(self.eos_id) + 1]
     return self._decode([i for i in ids if i != self.pad_id])
 
+  def detokenize(self, ids: Iterable[int]) -> str:
+    """Generated text: `ids` before the first EOS, without special tokens (the unknown token included, as Hugging
+    Face's `decode(ids, skip_special_tokens=True)`), decoded by the vocabulary's own decoder."""
+    ids = [int(i) for i in np.asarray(ids, np.int64).reshape(-1)]
+    if self.eos_id in ids:
+      ids = ids[:ids.index(self.eos_id)]
+    special = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
+    return self._detokenize([i for i in ids if i not in special and 0 <= i < self.vocab_size])
+
+  def _detokenize(self, ids: list[int]) -> str:
+    return self._decode(ids)
+
   def build_inputs(
       self, ids_a: Sequence[int], ids_b: Optional[Sequence[int]] = None
   ) -> tuple[list[int], list[int]]:
@@ -348,6 +360,10 @@ class XlmrSentencePieceVocabulary(Vocabulary):
   def _decode(self, ids: list[int]) -> str:
     """The `tokenizers` Metaspace decoder: "▁" -> " ", dropped in the first token."""
     return "".join(self._tokens[i].replace("▁", " " if n else "") for n, i in enumerate(ids))
+
+  def _detokenize(self, ids: list[int]) -> str:
+    """sentencepiece's own decoding (byte-fallback pieces become their bytes); our id i > 3 is its i - 1."""
+    return self._sp.decode([i - 1 for i in ids])
 
   def _eq_key(self) -> tuple:
     return (self._model,)

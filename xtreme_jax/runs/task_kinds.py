@@ -367,8 +367,7 @@ class Generation(Kind):
 
   def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     result = predict(self.predict_keys)
-    return [vocab.decode([t for t in seq[:n] if t != vocab.eos_id]).strip()
-            for seq, n in zip(result.sequences[:, 0], result.lengths[:, 0])]
+    return [vocab.detokenize(seq[:n]).strip() for seq, n in zip(result.sequences[:, 0], result.lengths[:, 0])]
 
   def train_accuracy(self, examples, predicted):
     return 100 * bleu.xglue_bleu(list(predicted), [ex["target"] for ex in examples])
