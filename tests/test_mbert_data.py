@@ -37,8 +37,11 @@ def test_records_of_each_task():
   en = DATA.read("ner", "en", "train")
   assert en[3]["tokens"][:2] == ["Anna", "Maria"] and en[3]["tags"][:2] == ["B-PER", "B-PER"]  # IOB1 -> BIO
   assert DATA.read("ner", "zh", "test")[1]["tags"][:2] == ["B-PER", "I-PER"]
-  doc = DATA.read("mldoc", "zh", "test")[0]
-  assert doc["text_a"].endswith("。") and doc["text_b"].startswith("其股价") and doc["label"] == "CCAT"
+  doc = DATA.read("mldoc", "zh", "test")[0]  # no Punkt model for Chinese: English's, which does not split at 。
+  assert (doc["text_a"], doc["text_b"], doc["label"]) == ("这家汽车制造商公布了更高的季度利润。其股价早盘上涨百分之四。", "", "CCAT")
+  doc = DATA.read("mldoc", "de", "test")[1]  # German Punkt
+  assert (doc["text_a"], doc["text_b"]) == ("Die Inflation sank im März auf zwei Prozent.",
+                                            "Die Zentralbank ließ die Zinsen unverändert.")
   assert DATA.read("pos", "de", "test")[0]["tags"] == ["DET", "NOUN", "VERB", "PUNCT"]
   assert DATA.read("parsing", "en", "test")[1]["heads"] == [2, 0, 4, 2, 2]
 
@@ -51,6 +54,16 @@ def test_missing_files_and_languages_are_named(tmp_path):
   with pytest.raises(errors.ConfigError, match="ner has no train data for 'de'"):
     DATA.location("ner", "de", "train")
   assert os.path.basename(DATA.location("parsing", "zh", "test")) == "zh_gsd-ud-test.conllu"
+
+
+def test_original_latin1_ner_files_read_from_the_layout(tmp_path):
+  """The original CoNLL-2002 / German CoNLL-2003 files are Latin-1; the data object reads them as they come."""
+  for stem, word in (("conll2002/esp", "Peñarol"), ("conll2002/ned", "Curaçao"), ("conll2003/deu", "Düsseldorf")):
+    (tmp_path / stem).parent.mkdir(exist_ok=True)
+    (tmp_path / f"{stem}.testb").write_bytes(f"{word} B-LOC\n. O\n".encode("latin-1"))
+  data = MbertData(data_dir=str(tmp_path))
+  assert [data.read("ner", lg, "test")[0]["tokens"][0] for lg in ("es", "nl", "de")] == ["Peñarol", "Curaçao",
+                                                                                        "Düsseldorf"]
 
 
 def test_pos_selects_on_token_accuracy_as_it_is_scored():
