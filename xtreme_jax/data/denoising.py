@@ -48,9 +48,11 @@ non-special token, 10% unchanged. Features out (all int32, 1-D):
                     is trained on the tokens with offset >= k
   decoder_inputs    the original token before each target token (at
                     target_positions - 1; BOS for position 0): the main
-                    stream's teacher-forced input, whose position is
-                    target_positions - 1 (the predicting streams use
-                    target_positions), as ProphetNet's pretraining feeds it.
+                    stream's teacher-forced input, which `models/xfnp.py`
+                    embeds at position target_positions - 1 (0 for a
+                    target at 0) and the predicting streams at
+                    target_positions, one after, as ProphetNet's
+                    pretraining does (`real_positions + 1`).
 
 `split_tokens` cuts a tokenized document into sequences that fit the
 sequence length once BOS / EOS are added (what the seqio tasks of

@@ -12,14 +12,21 @@ The decoder is `Seq2SeqNetwork`'s (the same VecoLayers) run once over the
 streams concatenated [main, stream 1, ..., stream n] with ProphetNet's
 attention mask (`networks/ngram_masks.ngram_self_attention_mask`): the main
 stream reads `decoder_inputs` causally; predicting stream k at step t reads
-the pad token's embedding plus a learned stream vector at t's position and
-sees the main stream's tokens before target t - k + 1. Every stream is
-compared with the same `targets`: stream k predicts the token k - 1 places
-after the next one. Stream k is trained on tokens whose span offset is at
-least k - 1 (the context it would need lies inside the span), weighted by
-`alphas[k - 1]` (xFNP: n = 2, alphas 1, 1). The main stream predicts
-nothing. Cross-attention and feed-forward are position-wise, so one pass over
-the concatenation is exactly ProphetNet's per-stream computation.
+LayerNorm(position + learned stream vector k), no word embedding, and
+sees the main stream's tokens before target t - k + 1. Positions follow
+ProphetNet's pretraining (`ngram_s2s_model.py`: main stream at `positions`,
+predicting streams at `positions + 1`, stream vector added before
+`emb_layer_norm`): each token at its own place in the input, the main
+stream (the token before target t) at `target_positions - 1` (0 for a target
+at 0, whose BOS precedes the text), the predicting streams at
+`target_positions`, where the encoder has the masked token; so no position
+lies beyond the input's. Every stream is compared with the same `targets`:
+stream k predicts the token k - 1 places after the next one. Stream k is
+trained on tokens whose span offset is at least k - 1 (the context it would
+need lies inside the span), weighted by `alphas[k - 1]` (xFNP: n = 2,
+alphas 1, 1). The main stream predicts nothing. Cross-attention and
+feed-forward are position-wise, so one pass over the concatenation is
+exactly ProphetNet's per-stream computation.
 
 Metric sums: `weight` / `loss` / `accuracy` over stream 1's tokens (loss =
 the weighted sum over streams), `stream{k}_loss` / `_accuracy` / `_weight`
@@ -62,18 +69,22 @@ class XfnpNetwork(nn.Module):
   def __call__(self, batch: dict) -> Array:
     net, n = self.backbone, self.ngram
     memory = net.encode(batch["input_ids"], batch["input_mask"])
-    mask, positions = batch["target_mask"], batch["target_positions"]
+    mask = batch["target_mask"]
     batch_size, length = mask.shape
-    main = net.embed_targets(batch["decoder_inputs"], mask, positions)
-    pads = jnp.full_like(batch["decoder_inputs"], self.config.pad_token_id)
-    stream = net.embed_targets(pads, mask, positions)
-    streams = [main] + [stream + self.stream_embeddings[k].astype(stream.dtype) for k in range(n)]
+    x = self.stream_inputs(batch)
     keys = jnp.tile(mask, (1, 1 + n)).astype(bool)
     attention = jnp.asarray(ngram_self_attention_mask(length, n), bool)[None] & keys[:, None, :]
-    states = net.decoder(jnp.concatenate(streams, axis=1), attention.astype(jnp.int32), memory.astype(main.dtype),
-                         batch["input_mask"], causal=False)[0]
+    states = net.decoder(x, attention.astype(jnp.int32), memory.astype(x.dtype), batch["input_mask"],
+                         causal=False)[0]
     logits = net.output_logits(states[:, length:])
     return logits.reshape(batch_size, n, length, -1)
+
+  def stream_inputs(self, batch: dict) -> Array:
+    """(batch, (1 + n) T, embed): [main, stream 1, ..., stream n] embedded, placed as ProphetNet does (module
+    docstring): the main stream at `target_positions - 1`, the predicting streams at `target_positions`."""
+    net, mask, positions = self.backbone, batch["target_mask"], batch["target_positions"]
+    main = net.embed_targets(batch["decoder_inputs"], mask, jnp.maximum(positions - 1, 0))
+    return jnp.concatenate([main, net.embed_predicting_streams(None, mask, positions, self.stream_embeddings)], 1)
 
 
 @dataclasses.dataclass(frozen=True)

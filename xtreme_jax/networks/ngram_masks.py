@@ -6,8 +6,9 @@ Streams over a target of length T. Position t of every stream stands for the
 decoder step t: the main stream's input there is the previous token (teacher
 forcing: BOS or, in xFNP, `decoder_inputs`, then target[t - 1]), so main-stream
 slot j holds the content of the tokens before target j. Predicting stream k
-(k = 1..n; its input is a learned stream embedding plus the position) at step
-t predicts target[t] having seen the tokens before target[t - k + 1]: it is
+(k = 1..n; its input is a learned stream embedding plus the position one
+after the main stream's, ProphetNet's `real_positions + 1`) at step t
+predicts target[t] having seen the tokens before target[t - k + 1]: it is
 trained as "predict the token k - 1 places after the next one"; ProphetNet's
 loss compares every stream with the same target (`ngram_target_weights`).
 
@@ -21,6 +22,9 @@ Masks (exactly microsoft/ProphetNet's `ngram_attention_bias` and causal
     at t has, for k = 2 one token less; main slot 0, the start token, is always
     visible) and to its own slot t, nothing else (no other predicting slot, no
     other stream).
+The masks are over slots, not positions: the predicting streams' position
+shift changes none of them (in ProphetNet it shows only in the relative
+position buckets, which this decoder does not have).
 `ngram_self_attention_mask` gives the same as one ((1 + n) T, (1 + n) T)
 mask over the streams concatenated [main, stream 1, ..., stream n] on both
 axes, for a single attention call over all streams.

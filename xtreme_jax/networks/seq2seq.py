@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -131,6 +131,24 @@ class Seq2SeqNetwork(nn.Module):
     """The decoder side's embeddings (the shared tables; word embeddings scaled if configured)."""
     scale = math.sqrt(self.config.hidden_size) if self.seq2seq.scale_decoder_embeddings else 1.0
     return self.embeddings(ids, mask, positions=positions, deterministic=self.deterministic, word_scale=scale)
+
+  def embed_predicting_streams(self, ids: Optional[Array], mask: Array, positions: Array,
+                               stream_vectors: Array) -> Array:
+    """xFNP (ProphetNet's n-stream decoder): `embed_targets` once per row of `stream_vectors` (n, embed), the
+    row added before the embedding LayerNorm, as ProphetNet adds its `ngram_input_embed`; (batch, n T, embed),
+    the streams concatenated. With a zero row this is `embed_targets`; `ids` None leaves the word embedding
+    out (ProphetNet's predicting streams: position + stream vector)."""
+    cfg, emb = self.config, self.embeddings
+    scale = math.sqrt(cfg.hidden_size) if self.seq2seq.scale_decoder_embeddings else 1.0
+    x = emb.position_embeddings(layers.position_ids(cfg, positions, mask))
+    if ids is not None:
+      x = emb.word_embeddings(ids) * scale + x
+    if cfg.type_vocab_size > 0:
+      x = x + emb.token_type_embeddings(jnp.zeros_like(mask))
+    x = x[:, None] + stream_vectors.astype(jnp.float32)[None, :, None]  # (batch, n, T, embed)
+    x = emb.layer_norm(x.reshape(x.shape[0], -1, x.shape[-1])).astype(cfg.compute_dtype)
+    x = layers.hidden_dropout(emb, cfg, x, self.deterministic, emb.dropout)
+    return nn.with_logical_constraint(x, ("batch", "length", "embed"))
 
   def output_logits(self, x: Array) -> Array:
     """Float32 vocabulary logits of decoder states: tied to the word embeddings or `output_projection`."""
