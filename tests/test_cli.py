@@ -192,7 +192,7 @@ def test_run_help_lists_gin_flags_experiments_and_examples(capsys):
           "sample with the tiny preset, on CPU.") in listed
   # Each description is a whole sentence of at most 110 characters: the first line of the file's header.
   assert dict(listed)["experiments/wmt14_tiny.gin"] == (
-      "The WMT14 recipe at CPU scale: the tiny preset, 64 pairs, averaging, beam search, BLEU.")
+      "The WMT14 recipe at CPU scale on the bundled En-De sample: train, average, beam search, BLEU.")
   start, everything = out.split("start here: ", 1)[1].split("all bundled experiments:\n")
   everything = everything.split("\n\nexamples:")[0]
   for rel, description in listed:

@@ -47,3 +47,21 @@ def test_unknown_names_and_missing_data(tmp_path):
                                                      rf"nothing is downloaded here.*`tfds build wmt14_translate/fr-en "
                                                      rf"--data_dir {tmp_path}`"):
     wmt14.records("en_fr", "train", str(tmp_path))
+
+
+def test_parallel_text_files_stand_in_for_tfds(tmp_path):
+  """`text_dir`: `<split>.<config>.<lang>` where present, else `<config>.<lang>` for every split; both sides must
+  have as many lines."""
+  (tmp_path / "de-en.en").write_text("a house\nthe river\n", encoding="utf-8")
+  (tmp_path / "de-en.de").write_text("ein Haus\nder Fluss\n", encoding="utf-8")
+  (tmp_path / "test.de-en.en").write_text("the mill\n", encoding="utf-8")
+  (tmp_path / "test.de-en.de").write_text("die Mühle\n", encoding="utf-8")
+  train = list(wmt14.records("en_de", "train", text_dir=str(tmp_path)))
+  assert [(r["source"], r["target"]) for r in train] == [("a house", "ein Haus"), ("the river", "der Fluss")]
+  assert [r["target"] for r in wmt14.records("en_de", "test", text_dir=str(tmp_path))] == ["die Mühle"]
+  assert [r["target"] for r in wmt14.records("en_de", "dev", text_dir=str(tmp_path))] == ["ein Haus", "der Fluss"]
+  with pytest.raises(errors.MissingInputError, match=r"no train\.fr-en\.\{en,fr\} or fr-en\.\{en,fr\} files"):
+    wmt14.text_files("en_fr", "train", str(tmp_path))
+  (tmp_path / "test.de-en.de").write_text("die Mühle\nzu viel\n", encoding="utf-8")
+  with pytest.raises(errors.DataError, match=r"test\.de-en\.de: 2 lines, but .*test\.de-en\.en has 1; expected "):
+    wmt14.text_files("en_de", "test", str(tmp_path))

@@ -53,6 +53,14 @@ def portable(path: str) -> str:
   return path
 
 
+def local(path: str) -> str:
+  """`portable`'s inverse: a `<xtreme_jax>/sample_data/...` path as this install's file; anything else as is."""
+  prefix = "/".join((BUNDLED, "sample_data"))
+  if not isinstance(path, str) or not (path == prefix or path.startswith(prefix + "/")):
+    return path
+  return os.path.join(SAMPLE_DIR, *(part for part in path[len(prefix):].split("/") if part))
+
+
 def resolve(data_dir: str | None, path: str) -> str:
   """`path` under `data_dir` unless it is absolute or a URL (`gs://...`), or no data_dir is set."""
   return os.path.join(data_dir, path) if data_dir and not fs.is_remote(path) else path
@@ -61,6 +69,11 @@ def resolve(data_dir: str | None, path: str) -> str:
 def sample_vocab() -> str:
   """The sentencepiece model (XLM-R layout) trained on the sample text."""
   return os.path.join(SAMPLE_DIR, "sample_spm.model")
+
+
+def sample_parallel_dir() -> str:
+  """Line-aligned translations `{lg}-en.{lg}` / `{lg}-en.en` (TLM / VECO pretraining, the tiny WMT14 run)."""
+  return os.path.join(SAMPLE_DIR, "parallel")
 
 
 def sample_xtreme_dir() -> str:

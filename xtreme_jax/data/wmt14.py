@@ -18,14 +18,17 @@ and Gigafren for fr-en), `validation` = newstest2013, `test` = newstest2014
 (None: TFDS's default, `$TFDS_DATA_DIR` or `~/tensorflow_datasets`). Nothing
 is downloaded: an unprepared dataset raises `errors.MissingInputError` naming
 the builder and the `tfds build` command to run on a machine with internet.
+`text_dir` reads line-aligned parallel text files instead (`text_files`; the
+bundled sample `sample_data/parallel`, which `wmt14_tiny` trains on).
 TensorFlow (Datasets) is imported on use only.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Iterator, NamedTuple, Optional
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs, text
 from xtreme_jax.data.xtreme_tfds import quiet_tfds
 
 BUILDER = "wmt14_translate"
@@ -61,9 +64,34 @@ def tfds_split(split: str) -> str:
   return split
 
 
-def dataset(name: str, split: str, data_dir: Optional[str] = None, shuffle_files: bool = False):
+def text_files(name: str, split: str, text_dir: str) -> dict[str, str]:
+  """{"source": path, "target": path}: `<text_dir>/<split>.<config>.<language>` (e.g. `test.de-en.de`) where that
+  pair exists, else `<text_dir>/<config>.<language>` for every split (the bundled parallel sample: one set of
+  pairs); line-aligned UTF-8 text, one sentence per line."""
+  d, split = direction(name), tfds_split(split)
+  for stem in (f"{split}.{d.config}", d.config):
+    files = {side: os.path.join(text_dir, f"{stem}.{lang}") for side, lang in (("source", d.source),
+                                                                                ("target", d.target))}
+    if all(fs.isfile(path) for path in files.values()):
+      break
+  else:
+    raise errors.MissingInputError(f"{text_dir}: no {split}.{d.config}.{{{d.source},{d.target}}} or "
+                                   f"{d.config}.{{{d.source},{d.target}}} files (line-aligned parallel text)")
+  counts = {side: sum(1 for _ in text.utf8_lines(path, "parallel text")) for side, path in files.items()}
+  if counts["source"] != counts["target"]:
+    raise errors.DataError(f"{files['target']}: {counts['target']} lines, but {files['source']} has "
+                           f"{counts['source']}; expected line-aligned translations")
+  return files
+
+
+def dataset(name: str, split: str, data_dir: Optional[str] = None, shuffle_files: bool = False,
+            text_dir: Optional[str] = None):
   """`tf.data.Dataset` of `{"source": English, "target": German / French}` (tf.string scalars), in file order
-  unless `shuffle_files`; never downloads."""
+  unless `shuffle_files`; never downloads. With `text_dir`, from its parallel text files (`text_files`)."""
+  if text_dir is not None:
+    import tensorflow as tf
+    files = text_files(name, split, text_dir)
+    return tf.data.Dataset.zip({side: tf.data.TextLineDataset(path) for side, path in files.items()})
   import tensorflow_datasets as tfds  # heavy: imported on use only
   d, tf_name, split = direction(name), tfds_name(name), tfds_split(split)
   with quiet_tfds():
@@ -82,10 +110,10 @@ def dataset(name: str, split: str, data_dir: Optional[str] = None, shuffle_files
   return ds.map(lambda ex: {"source": ex[d.source], "target": ex[d.target]})
 
 
-def records(name: str, split: str, data_dir: Optional[str] = None) -> Iterator[dict]:
+def records(name: str, split: str, data_dir: Optional[str] = None, text_dir: Optional[str] = None
+            ) -> Iterator[dict]:
   """`{"id": f"wmt14_{name}-{split}-{i}", "source", "target"}` (str) in file order, lazily."""
-  import tensorflow_datasets as tfds  # heavy: imported on use only
   split = tfds_split(split)
-  examples = tfds.as_numpy(dataset(name, split, data_dir))  # a missing dataset raises here, not when iterated
+  examples = dataset(name, split, data_dir, text_dir=text_dir).as_numpy_iterator()  # a missing one raises here
   return ({"id": f"wmt14_{name}-{split}-{i}", "source": ex["source"].decode("utf-8"),
            "target": ex["target"].decode("utf-8")} for i, ex in enumerate(examples))

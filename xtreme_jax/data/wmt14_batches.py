@@ -2,7 +2,7 @@
 
 `WmtStream` is the trainer's source for `runs/translate.py`. Every host reads
 its own shard of the TFDS training split (`wmt14.dataset`, `shard(hosts,
-host)`), optionally the first `limit` pairs only, shuffled through a buffer
+host)`; or of the parallel text files in `text_dir`), optionally the first `limit` pairs only, shuffled through a buffer
 of `shuffle_buffer` pairs (seeded; another order every epoch; TFDS already
 wrote the records in a shuffled order when it prepared the dataset) and
 repeated. Pairs are tokenized as they are read (`encode_pair`: the source as
@@ -31,7 +31,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data import wmt14
+from xtreme_jax.data import paths, wmt14
 from xtreme_jax.data.packing import next_row
 from xtreme_jax.data.pretraining_streams import READ_CHUNK, _Stream, _unb64, check_input_state
 from xtreme_jax.data.sources import IndexedSource, stack
@@ -59,6 +59,7 @@ class WmtStream:
   vocabulary: str
   split: str = "train"
   data_dir: Optional[str] = None
+  text_dir: Optional[str] = None  # parallel text files instead of TFDS (`wmt14.text_files`)
   source_len: int = 256
   target_len: int = 256
   rows: int = 256
@@ -97,7 +98,7 @@ class WmtStream:
   def _dataset(self, skip: int, host_index: int, host_count: int):
     """This host's shard of the pairs, shuffled per epoch, repeated, from pair `skip` on, in chunks."""
     import tensorflow as tf
-    ds = wmt14.dataset(self.direction, self.split, self.data_dir)
+    ds = wmt14.dataset(self.direction, self.split, self.data_dir, text_dir=self.text_dir)
     if self.limit is not None:
       ds = ds.take(self.limit)
     if host_count > 1:
@@ -153,7 +154,8 @@ class WmtStream:
 
   def data_fingerprint(self, host_count: int = 1) -> dict:
     """What a saved input state belongs to: the data, the tokenization and packing, the order, the hosts."""
-    return {"dataset": wmt14.tfds_name(self.direction), "split": self.split, "data_dir": self.data_dir,
+    text = {"text_dir": paths.portable(self.text_dir)} if self.text_dir else {}  # (absent before it existed)
+    return {"dataset": wmt14.tfds_name(self.direction), "split": self.split, "data_dir": self.data_dir, **text,
             "vocabulary": repr(self.vocab), "source_len": self.source_len, "target_len": self.target_len,
             "rows": self.rows, "limit": self.limit, "shuffle_buffer": self.shuffle_buffer, "seed": self.seed,
             "hosts": host_count}

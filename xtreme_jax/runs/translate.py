@@ -59,7 +59,8 @@ def translate(run_dir: str, model: Seq2SeqModel, train_data: WmtStream, test_spl
          resume_overrides, transform=lambda params: seq2seq_backbone(params, model.config, assembly))
   done = averaging.average_checkpoints(run_dir, average_last, allow_fewer=True)
   print(f"averaged steps {', '.join(map(str, done.steps))} -> {done.path}")
-  records = list(itertools.islice(wmt14.records(train_data.direction, test_split, train_data.data_dir), test_limit))
+  records = list(itertools.islice(wmt14.records(train_data.direction, test_split, train_data.data_dir,
+                                                train_data.text_dir), test_limit))
   hypotheses = decode(run_dir, model, train_data, records, partition, decode_batch)
   scores = score(hypotheses, [r["target"] for r in records])
   split = wmt14.tfds_split(test_split)
