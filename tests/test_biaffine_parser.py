@@ -83,6 +83,23 @@ def test_loss_is_head_and_relation_cross_entropy_over_the_sentences_words():
   assert float(loss) == pytest.approx(expected, rel=1e-5) and float(sums["weight"]) == 5
 
 
+def test_words_whose_head_was_truncated_away_leave_the_loss_but_stay_possible_heads():
+  """A truncated training sentence (data/parsing_features.py) marks a word whose head was cut off with head -1:
+  no head or relation loss for it, its state still a head for the other words."""
+  model = parser.BiaffineParserModel(CONFIG, num_rels=4, arc_dim=6, rel_dim=5)
+  batch = _batch()
+  cut = {**batch, "heads": batch["heads"].copy()}
+  cut["heads"][0, 2] = -1  # sentence 0, word 3
+  params = _random_params(model, batch)
+  out = jax.tree_util.tree_map(np.asarray, model.network(True).apply({"params": params}, batch))
+  loss, sums = model.loss_terms(out, batch)
+  cut_loss, cut_sums = model.loss_terms(out, cut)
+  arc_logp = _log_softmax(out["arcs"][0, 3, :4])
+  word3 = arc_logp[2] + _log_softmax(out["rels"][0, 3, 2])[2]
+  assert float(cut_loss) == pytest.approx(float(loss) + word3, rel=1e-5)
+  assert float(cut_sums["weight"]) == 4 and float(sums["weight"]) == 5
+
+
 def test_decode_takes_the_single_root_tree_and_each_words_relation_at_its_head():
   arcs = np.full((5, 5), -3.0)  # [dependent, head]; 4 words
   arcs[1, 0], arcs[2, 0], arcs[3, 2], arcs[4, 3] = 5.0, 4.9, 2.0, 2.0  # two words want the root

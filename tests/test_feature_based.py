@@ -42,6 +42,13 @@ def test_encoder_is_fixed_and_padding_does_not_reach_the_pooled_prediction():
   np.testing.assert_allclose(predict(params, batch), predict(params, other), rtol=1e-5)
 
 
+def test_the_bilstm_has_the_papers_768_units_per_direction_by_default():
+  model = fb.FeatureBasedModel(CONFIG, num_outputs=3)
+  assert model.hidden == fb.PAPER_LSTM_HIDDEN == 768
+  shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), _batch())))
+  assert shapes["classifier"]["kernel"].shape == (2 * 768, 3)  # max-pooled forward and backward states
+
+
 def test_tagging_predicts_every_position():
   model = fb.FeatureBasedModel(CONFIG, num_outputs=4, pooled=False, hidden=8)
   batch = {**_batch(), "labels": np.asarray([[-100, 1, 2, 3, -100, -100], [-100, 2, -100, -100, -100, -100]]),

@@ -78,7 +78,7 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
   seen = []
 
   def fit(trainer, *args, **kwargs):
-    seen.append((trainer.config, trainer.optimizer))
+    seen.append((trainer.config, trainer.optimizer, trainer.model))
     raise _Stop
 
   monkeypatch.setattr(xtreme.Trainer, "fit", fit)
@@ -88,10 +88,35 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
     with pytest.raises(_Stop):
       runner.finetuned(task, "de")
   assert len(seen) == 2
-  for config, optimizer in seen:
+  for config, optimizer, _ in seen:
     assert config.plateau == PlateauSchedule(0.5, 1, 1e-5) and config.select_metric
     assert config.eval_every == 1  # an epoch: the sample's 4 English examples fill less than a batch of 8
     assert (optimizer.learning_rate, optimizer.schedule, optimizer.freeze) == (1e-3, "constant", "(^|/)backbone/")
+    assert optimizer.max_grad_norm is None  # no clipping: the paper's and the authors' recipe (runs/mbert.gin)
+  assert (seen[0][2].hidden, seen[1][2].lstm_hidden) == (256, 256)  # the quickstart's BiLSTM (Gin lstm_hidden)
+
+
+@pytest.mark.parametrize("gin_file,hidden", [("experiments/mbert_paper_mbert.gin", None),
+                                             ("experiments/mbert_paper_feature_based.gin", 768),
+                                             ("experiments/mbert_paper_xnli.gin", None),
+                                             ("experiments/mbert_paper_xnli_feature_based.gin", 768)])
+def test_the_paper_recipes_do_not_clip_gradients_and_use_its_bilstm_size(tmp_path, gin_file, hidden):
+  """Neither the paper nor the authors' code clips gradients (crosslingual-nlp: --gradient_clip_val 0); the
+  feature-based BiLSTM has the paper's d_h = 768 units per direction."""
+  from xtreme_jax import main
+  from xtreme_jax.runs import xtreme
+  gin.clear_config(clear_constants=True)
+  try:
+    main.parse_gin([gin_file], [f"RUN_DIR='{tmp_path}'", "DATA_DIR='d'", "LABELS_DIR='d'"])
+    settings = gin.get_configurable(xtreme.FinetuneSettings)()
+  finally:
+    gin.clear_config(clear_constants=True)
+  recipes = [settings.recipe(t) for t in ("xnli",)] if "xnli" in gin_file else [
+      settings.recipe(t) for t in ("mldoc", "ner", "pos", "parsing")]
+  for recipe in recipes:
+    assert recipe.optimizer.max_grad_norm is None
+    if hidden is not None:
+      assert recipe.lstm_hidden == hidden
 
 
 def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind(tmp_path):
@@ -105,11 +130,32 @@ def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind
     assert isinstance(kind, task_kinds.FeatureBased)
     assert kind.model(runner.spec(task), TINY).pooled == pooled
     assert runner.training_set(task, "de") == (f"{task}_feature_based", ((task, "en", "train"),), None)
+    assert kind.model(runner.spec(task), TINY).hidden == 768  # the paper's d_h, TaskSettings.lstm_hidden
   for task, upos in (("parsing", None), ("parsing_gold_pos", 17)):  # the parser on the BiLSTM's states
     model = runner.kind(task).model(runner.spec(task), TINY)
-    assert (type(model).__name__, model.lstm_hidden, model.num_upos) == ("BiaffineParserModel", 256, upos)
+    assert (type(model).__name__, model.lstm_hidden, model.num_upos) == ("BiaffineParserModel", 768, upos)
+  small = xtreme.FinetuneSettings(setting="feature_based", tasks={"mldoc": xtreme.TaskSettings(lstm_hidden=16)})
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_mbert_dir(), TINY, paths.sample_vocab(), None, small,
+                               None, benchmark="mbert")
+  assert runner.kind("mldoc").model(runner.spec("mldoc"), TINY).hidden == 16
   with pytest.raises(errors.ConfigError, match=r"takes pair-classification, tagging and parsing tasks, not SpanQa"):
     task_kinds.FeatureBased(task_kinds.SpanQa())
+
+
+def test_parsing_cuts_long_training_sentences_where_evaluation_leaves_them_out():
+  """The authors' code truncates a training sentence to the words that fit its window; evaluation windows
+  (dev, test) are not cut."""
+  from xtreme_jax.data.vocabularies import load_vocabulary
+  from xtreme_jax.registry.mbert import MBERT
+  from xtreme_jax.runs import task_kinds, xtreme
+  spec, vocab = MBERT.task("parsing"), load_vocabulary(paths.sample_vocab())
+  records = MbertData(data_dir=paths.sample_mbert_dir()).read("parsing", "en", "train")
+  long_ = max(records, key=lambda r: len(r["tokens"]))
+  settings = xtreme.TaskSettings(seq_len=len(long_["tokens"]))  # shorter than its subwords with [CLS] / [SEP]
+  features, owners = task_kinds.of(spec).features(spec, records, vocab, settings, training=True)
+  assert owners == list(range(len(records)))
+  cut = features[records.index(long_)]
+  assert 0 < cut["word_mask"].sum() < len(long_["tokens"]) and cut["input_mask"].sum() <= settings.seq_len
 
 
 def test_gold_pos_parsing_is_the_parser_with_the_gold_tags():

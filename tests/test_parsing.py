@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import conllu
+from xtreme_jax.data import conllu, parsing_features as pf, paths
+from xtreme_jax.data.mbert_data import MbertData
+from xtreme_jax.data.vocabularies import load_vocabulary
 from xtreme_jax.evaluation import parsing
+from xtreme_jax.registry.mbert import PARSING_TREEBANKS
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -121,3 +124,58 @@ def test_conllu_malformed_lines_name_file_and_line(tmp_path):
   path.write_text("1\tw\t_\tNOUN\t_\t_\t0\troot\t_\n", encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"x.conllu:1: sentence x.conllu:1: 9 tab-separated fields"):
     conllu.read(str(path))
+
+
+def _rows(words, heads):
+  return "".join(f"{i}\t{w}\t_\tNOUN\t_\t_\t{h}\tdep\t_\t_\n" for i, (w, h) in enumerate(zip(words, heads), 1))
+
+
+def test_the_treebanks_of_a_language_are_read_as_one(tmp_path):
+  """UD v2.2 treebanks of a language concatenated, as Ahmad et al. (2019, Appendix; their prepare_data.py) and
+  the mBERT paper's authors prepare them: Spanish AnCora then GSD; a missing file is skipped."""
+  assert [folder for folder, _ in PARSING_TREEBANKS["es"]] == ["UD_Spanish-AnCora", "UD_Spanish-GSD"]
+  assert len(PARSING_TREEBANKS["cs"]) == 4 and len(PARSING_TREEBANKS["en"]) == 1 and len(PARSING_TREEBANKS) == 31
+  root = tmp_path / "ud-treebanks-v2.2"
+  (root / "UD_Spanish-GSD").mkdir(parents=True)
+  (root / "UD_Spanish-GSD" / "es_gsd-ud-test.conllu").write_text(
+      "# sent_id = gsd-1\n" + _rows(["Hola"], [0]) + "\n", encoding="utf-8")
+  data = MbertData(data_dir=str(tmp_path))
+  assert data.available("parsing", "es", "test")
+  assert data.location("parsing", "es", "test").endswith("es_gsd-ud-test.conllu")  # the first on disk
+  assert [s["id"] for s in data.read("parsing", "es", "test")] == ["gsd-1"]
+  (root / "UD_Spanish-AnCora").mkdir()
+  (root / "UD_Spanish-AnCora" / "es_ancora-ud-test.conllu").write_text(
+      "# sent_id = ancora-1\n" + _rows(["Sí", "."], [0, 1]) + "\n", encoding="utf-8")
+  assert [s["id"] for s in data.read("parsing", "es", "test")] == ["ancora-1", "gsd-1"]
+  assert [s["id"] for s in data.read("parsing_gold_pos", "es", "test")] == ["ancora-1", "gsd-1"]
+  assert [s["id"] for s in MbertData(data_dir=str(tmp_path), concatenate_treebanks=False).read(
+      "parsing", "es", "test")] == ["ancora-1"]
+  assert not data.available("parsing", "de", "test")
+
+
+def test_truncation_keeps_the_first_words_and_marks_heads_cut_away():
+  record = {"id": "s", "tokens": ["a", "b", "c", "d"], "upos": ["NOUN"] * 4, "heads": [2, 0, 4, 2],
+            "deprels": ["det", "root", "amod", "obj"]}
+  cut = conllu.truncate(record, 3)
+  assert cut == {"id": "s", "tokens": ["a", "b", "c"], "upos": ["NOUN"] * 3, "heads": [2, 0, -1],
+                 "deprels": ["det", "root", "amod"]}
+  assert conllu.truncate(record, 4) == record
+
+
+def test_long_training_sentences_are_truncated_to_the_words_that_fit():
+  """The authors' training windows (crosslingual-nlp, ParsingDataset.process_example): words are added while
+  they fit, the rest cut; here the window holds [CLS] + subwords + [SEP] within `max_subwords`."""
+  vocab = load_vocabulary(paths.sample_vocab())
+  words = ["unbelievably", "cat", "the", "dog", "and", "cat"] * 5
+  record = {"id": "s", "tokens": words, "upos": ["NOUN"] * 30, "heads": [0] + [1] * 29,
+            "deprels": ["root"] + ["dep"] * 29}
+  record["heads"][3] = 20  # word 4 hangs on a word past the cut
+  pieces = [len(vocab.encode(w)) for w in words]
+  assert pf.parse_features(record, vocab, 30, 24) is None  # evaluation: a sentence that does not fit is left out
+  f = pf.parse_features(record, vocab, 30, 24, truncate=True)
+  kept = int(f["word_mask"].sum())
+  assert 0 < kept < 30 and sum(pieces[:kept]) + 2 <= 24 < sum(pieces[:kept + 1]) + 2
+  assert int(f["input_mask"].sum()) == sum(pieces[:kept]) + 2
+  assert list(f["heads"][:kept]) == [0, 1, 1, -1] + [1] * (kept - 4)
+  assert list(f["word_mask"][kept:]) == [0] * (30 - kept)
+

@@ -8,6 +8,9 @@ paper's word-level tasks do. `id` is the `# sent_id` comment, else
 in `evaluation/parsing.py` cuts them). HEAD / DEPREL `_` (a file without
 trees) reads as None.
 
+`truncate(record, n)` keeps a sentence's first n words (a training window
+that cannot hold it all); a kept word whose head was cut away gets head -1.
+
 Gold trees are checked: heads within the sentence, exactly one word attached
 to the root (0) and no cycle; a violation, like a malformed line (not 10
 tab-separated fields, a non-numeric ID or HEAD, IDs out of order), is an
@@ -45,6 +48,16 @@ def check_tree(heads: list[int], path: str, lineno: int, sentence: str) -> None:
         raise _fail(path, lineno, sentence, f"the heads form a cycle through word {node}")
       seen.add(node)
       node = heads[node - 1]
+
+
+def truncate(record: dict, words: int) -> dict:
+  """`record` cut to its first `words` words; heads past them become -1 (no gold head in the cut sentence)."""
+  if words >= len(record["tokens"]):
+    return record
+  out = {**record, **{k: record[k][:words] for k in ("tokens", "upos", "deprels") if record.get(k) is not None}}
+  if record.get("heads") is not None:
+    out["heads"] = [h if h <= words else -1 for h in record["heads"][:words]]
+  return out
 
 
 def read(path: str, check_trees: bool = True) -> list[dict]:

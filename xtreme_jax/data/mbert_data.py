@@ -5,7 +5,10 @@ benchmarks' data objects. Records: MLDoc `{"id", "text_a", "text_b",
 "label"}` (`data/mldoc.py`), NER `{"id", "tokens", "tags"}` in BIO
 (`data/conll_ner.py`), POS `{"id", "tokens", "tags"}` with the UPOS tags of
 UD v1.4 (`data/conllu.py`), parsing the CoNLL-U records (`tokens`, `upos`,
-`heads`, `deprels`).
+`heads`, `deprels`) of every UD v2.2 treebank of the language on disk, one
+after the other (`registry/mbert.PARSING_TREEBANKS`, the paper's
+concatenation; `concatenate_treebanks=False`: the first listed alone).
+`location` names the first of them on disk (else the first listed).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data import conll_ner, conllu, mldoc
-from xtreme_jax.registry.mbert import MBERT
+from xtreme_jax.registry.mbert import MBERT, parsing_files
 from xtreme_jax.registry.spec import BenchmarkSpec
 
 SOURCES = {"mldoc": "the MLDoc scripts (github.com/facebookresearch/MLDoc) run on the Reuters corpora RCV1 / RCV2",
@@ -41,6 +44,7 @@ class MbertData:
   source: str = "official"
   data_dir: Optional[str] = None
   translations_dir: Optional[str] = None
+  concatenate_treebanks: bool = True
   benchmark: ClassVar[BenchmarkSpec] = MBERT
 
   def __post_init__(self):
@@ -52,19 +56,32 @@ class MbertData:
   def translations_root(self) -> Optional[str]:
     return self.translations_dir
 
-  def location(self, task: str, language: str, split: str) -> str:
+  def _check(self, task: str, language: str, split: str) -> None:
     spec = MBERT.task(task)
     if language not in spec.languages.get(split, ()):
       raise errors.ConfigError(f"{task} has no {split} data for {language!r}; languages with {split}: "
                                f"{' '.join(spec.languages.get(split, ()))}")
-    return os.path.join(self.data_dir, spec.file(split, language))
+
+  def locations(self, task: str, language: str, split: str) -> list[str]:
+    """Every file (task, language, split) reads, those not on disk included: a parsing language's treebanks."""
+    self._check(task, language, split)
+    if MBERT.task(task).kind.startswith("parsing"):
+      files = parsing_files(language, split)
+      return [os.path.join(self.data_dir, f) for f in (files if self.concatenate_treebanks else files[:1])]
+    return [os.path.join(self.data_dir, MBERT.task(task).file(split, language))]
+
+  def location(self, task: str, language: str, split: str) -> str:
+    paths = self.locations(task, language, split)
+    return next((p for p in paths if fs.isfile(p)), paths[0])
 
   def available(self, task: str, language: str, split: str) -> bool:
-    return language in MBERT.task(task).languages.get(split, ()) and fs.isfile(self.location(task, language, split))
+    return (language in MBERT.task(task).languages.get(split, ())
+            and any(fs.isfile(p) for p in self.locations(task, language, split)))
 
   def read(self, task: str, language: str, split: str) -> list[dict]:
-    path = self.location(task, language, split)
-    if not fs.isfile(path):
-      raise errors.MissingInputError(f"{task} {split} {language}: expected file {path} does not exist; it comes from "
-                                     f"{SOURCES[task]} (layout: xtreme_jax/registry/mbert.py)")
-    return _READERS[task](path)
+    paths = [p for p in self.locations(task, language, split) if fs.isfile(p)]
+    if not paths:
+      raise errors.MissingInputError(f"{task} {split} {language}: expected file {self.location(task, language, split)} "
+                                     f"does not exist; it comes from {SOURCES[task]} (layout: xtreme_jax/registry/"
+                                     "mbert.py)")
+    return [record for path in paths for record in _READERS[task](path)]

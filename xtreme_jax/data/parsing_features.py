@@ -8,12 +8,16 @@ token_type_ids` (`[CLS] subwords [SEP]`, padded to `max_subwords`),
 
 The mBERT paper's limits (Wu & Dredze 2019): at training, windows of 128
 subwords; at evaluation sentences of at most 140 words, the subword length
-the smaller of their subwords and 512. A sentence that does not fit is
-`None` from `parse_features` (`fits` says why): the caller leaves it out of
-training, and evaluation keeps only the sentences within the thresholds
-(`evaluation_sentences`), as the paper does. Relations are coarse (`nmod:poss`
--> `nmod`) ids in `relations`; a relation or UPOS tag not in its list is a
-`DataError` naming the sentence.
+the smaller of their subwords and 512. A training sentence longer than its
+window is truncated (`truncate=True`): its first words that fit with
+`[CLS]` / `[SEP]` are kept, as the authors' code keeps words while they fit
+(shijie-wu/crosslingual-nlp, `ParsingDataset.process_example`), and a kept
+word whose head was cut away gets head -1 (no loss, `models/parser.py`). At
+evaluation a sentence that does not fit is `None` from `parse_features`
+(`fits` says why): evaluation keeps only the sentences within the
+thresholds (`evaluation_sentences`), as the paper does. Relations are
+coarse (`nmod:poss` -> `nmod`) ids in `relations`; a relation or UPOS tag
+not in its list is a `DataError` naming the sentence.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
+from xtreme_jax.data import conllu
 from xtreme_jax.evaluation.parsing import coarse
 from xtreme_jax.registry.mbert import UD_RELATIONS
 
@@ -64,11 +69,27 @@ def _ids(values: Sequence[str], vocabulary: Sequence[str], what: str, sentence: 
   return [index[v] for v in values]
 
 
+def fitting_words(record: dict, vocab, max_words: int, max_subwords: int) -> int:
+  """How many of the sentence's first words fit `max_words` and, with `[CLS]` / `[SEP]`, `max_subwords`."""
+  room, n = max_subwords - len(vocab.build_inputs([])[0]), 0
+  for piece in _pieces(record, vocab)[:max_words]:
+    room -= len(piece)
+    if room < 0:
+      break
+    n += 1
+  return n
+
+
 def parse_features(record: dict, vocab, max_words: int, max_subwords: int,
-                   relations: Sequence[str] = UD_RELATIONS, upos: Optional[Sequence[str]] = None) -> Optional[dict]:
-  """The parser's features of one sentence (module docstring), or None when it does not fit."""
+                   relations: Sequence[str] = UD_RELATIONS, upos: Optional[Sequence[str]] = None,
+                   truncate: bool = False) -> Optional[dict]:
+  """The parser's features of one sentence (module docstring): with `truncate`, of its first words that fit
+  (None when not even one does); without, None when it does not fit."""
   if fits(record, vocab, max_words, max_subwords) is not None:
-    return None
+    keep = fitting_words(record, vocab, max_words, max_subwords) if truncate else 0
+    if not keep:
+      return None
+    record = conllu.truncate(record, keep)
   pieces = _pieces(record, vocab)
   ids, types = vocab.build_inputs([i for p in pieces for i in p])
   lead = vocab.build_inputs([-1])[0].index(-1)  # the leading special tokens ([CLS] / <s>)

@@ -4,11 +4,12 @@ The encoder's states are not trained (`jax.lax.stop_gradient`; the optimizer
 also freezes `backbone`, `runs` wiring). `ScalarMix` is ELMo's: `gamma *
 sum_j softmax(w)_j * h_j` over the embeddings and every layer (13 for mBERT
 base). A two-layer bidirectional LSTM (Flax `nn.RNN` of `OptimizedLSTMCell`,
-`hidden` units per direction), trained from scratch, reads the mix; tagging
-predicts from its state at each position, sentence / document
-classification from its states max-pooled over the text's positions, and
-the biaffine parser (`models/parser.py`, `lstm_hidden`) reads its states in
-place of the fine-tuned encoder's (`mixed_lstm_states`).
+`hidden` units per direction; default `PAPER_LSTM_HIDDEN`, the paper's d_h =
+768, Gin `xtreme.TaskSettings.lstm_hidden` in runs), trained from scratch,
+reads the mix; tagging predicts from its state at each position, sentence /
+document classification from its states max-pooled over the text's
+positions, and the biaffine parser (`models/parser.py`, `lstm_hidden`) reads
+its states in place of the fine-tuned encoder's (`mixed_lstm_states`).
 
 Features as the plain models': tagging `input_ids, input_mask,
 token_type_ids, labels, label_weights` (`models/tagging.py`), classification
@@ -27,6 +28,8 @@ from xtreme_jax.models.base import Model, masked_cross_entropy
 from xtreme_jax.models.classification import dense
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
+
+PAPER_LSTM_HIDDEN = 768  # the BiLSTM's units per direction in Wu & Dredze 2019 (d_h = 768)
 
 
 class ScalarMix(nn.Module):
@@ -64,7 +67,7 @@ class FeatureBasedNetwork(nn.Module):
   config: TransformerConfig
   num_outputs: int
   pooled: bool  # True: one prediction per text (max-pooling); False: one per position
-  hidden: int = 256
+  hidden: int = PAPER_LSTM_HIDDEN
   lstm_layers: int = 2
   deterministic: bool = True
 
@@ -83,7 +86,7 @@ class FeatureBasedModel(Model):
   config: TransformerConfig
   num_outputs: int = 2
   pooled: bool = True
-  hidden: int = 256
+  hidden: int = PAPER_LSTM_HIDDEN
 
   def network(self, deterministic: bool) -> nn.Module:
     return FeatureBasedNetwork(self.config, self.num_outputs, self.pooled, self.hidden, deterministic=deterministic)

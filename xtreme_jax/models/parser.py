@@ -5,6 +5,9 @@ Features (one window per sentence, `W` word slots):
 the position of each word's first subword, `word_mask` (W,) 1 for a word,
 `heads` (W,) the gold head of each word (0 the root, i the i-th word), `rels`
 (W,) its coarse relation id, and with gold POS (`num_upos`) `upos` (W,).
+A training sentence cut short (`data/parsing_features.py`) marks a word
+whose head was cut away with head -1: it is read and can be a head, but
+adds nothing to the loss.
 
 The states are the fine-tuned encoder's, or (`lstm_hidden`: the paper's
 feature-based setting) a BiLSTM's over the fixed encoder's mixed layers
@@ -114,9 +117,10 @@ class BiaffineParserModel(Model):
                                  lstm_hidden=self.lstm_hidden, deterministic=deterministic)
 
   def loss_terms(self, outputs, batch):
-    weights = batch["word_mask"].astype(jnp.float32)
+    heads = batch["heads"].astype(jnp.int32)  # -1: a head cut away by truncation (no loss; still a head)
+    weights = batch["word_mask"].astype(jnp.float32) * (heads >= 0)
+    heads = jnp.maximum(heads, 0)
     arcs = jnp.where(_head_mask(batch["word_mask"])[:, None, :], outputs["arcs"], NEG)[:, 1:]  # dependents 1..W
-    heads = batch["heads"].astype(jnp.int32)
     arc_nll = -jnp.take_along_axis(jax.nn.log_softmax(arcs), heads[..., None], axis=-1)[..., 0]
     rels = jnp.take_along_axis(outputs["rels"][:, 1:], heads[:, :, None, None], axis=2)[:, :, 0]  # (B, W, R)
     rel_targets = batch["rels"].astype(jnp.int32)

@@ -9,13 +9,14 @@ under one data folder (`data/mbert_data.py` reads them):
 | mldoc | de en es fr it ja ru zh | `mldoc/{language}.train.1000`, `.dev`, `.test` (the `mldoc` scripts' output; `language` the English name) |
 | ner | en de es nl zh | CoNLL-2003 `conll2003/eng.{train,testa,testb}`, `conll2003/deu.*`; CoNLL-2002 `conll2002/esp.*`, `conll2002/ned.*` (testa = dev, testb = test); the Chinese set (Levow 2006, test only) `chinese_ner/test.txt` (our name) |
 | pos | bg da de en es fa hu it nl pl pt ro sk sl sv | UD v1.4, `ud-treebanks-v1.4/UD_{Language}/{code}-ud-{split}.conllu` |
-| parsing, parsing_gold_pos | the 31 UD v2.2 languages of the paper | `ud-treebanks-v2.2/{treebank}/{code}-ud-{split}.conllu` (`PARSING_TREEBANKS`); `parsing_gold_pos` is the paper's second setting, gold UPOS tags given to the parser |
+| parsing, parsing_gold_pos | the 31 UD v2.2 languages of the paper | `ud-treebanks-v2.2/{treebank}/{code}-ud-{split}.conllu`, every treebank of the language in `PARSING_TREEBANKS` read as one; `parsing_gold_pos` is the paper's second setting, gold UPOS tags given to the parser |
 
 MLDoc trains on its 1,000-document set (Schwenk & Li's smallest, the one
 the zero-shot comparisons use); the other sizes are other files of the
-same layout. The parsing treebanks (one per language) are our choice where
-a language has several: the one UD names without a suffix in v1.x, else
-its largest; `PARSING_TREEBANKS` lists them and a user may replace a file.
+same layout. Parsing reads every treebank `PARSING_TREEBANKS` lists for a
+language as one (the paper's data: Ahmad et al. 2019's treebanks,
+concatenated per language; English is EWT alone), skipping those not on
+disk; `MbertData(concatenate_treebanks=False)` reads the first alone.
 """
 
 from __future__ import annotations
@@ -41,21 +42,39 @@ NER_SPLITS = {"train": "train", "dev": "testa", "test": "testb"}
 POS_LANGUAGES = {"bg": "Bulgarian", "da": "Danish", "de": "German", "en": "English", "es": "Spanish", "fa": "Persian",
                  "hu": "Hungarian", "it": "Italian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
                  "ro": "Romanian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish"}
-# UD v2.2 treebank per language (folder, file prefix) for the parsing task.
+# UD v2.2 treebanks of each language (folder, file prefix) for the parsing task, read as one (concatenated, in this
+# order; `data/mbert_data.py`): Ahmad et al. (2019)'s languages and treebanks (their Appendix; uclanlp/
+# CrossLingualDepParser, examples/run_more/prepare_data.py), which the mBERT paper's authors concatenate per
+# language (shijie-wu/crosslingual-nlp, example/surprising-mbert/README.md). The first names the language's files
+# (`TaskSpec.files`); Spanish lists AnCora, before this list the project's one Spanish treebank, first (Ahmad et
+# al. list GSD first: the order only orders the sentences).
 PARSING_TREEBANKS = {
-    "ar": ("UD_Arabic-PADT", "ar_padt"), "bg": ("UD_Bulgarian-BTB", "bg_btb"), "ca": ("UD_Catalan-AnCora", "ca_ancora"),
-    "cs": ("UD_Czech-PDT", "cs_pdt"), "da": ("UD_Danish-DDT", "da_ddt"), "de": ("UD_German-GSD", "de_gsd"),
-    "en": ("UD_English-EWT", "en_ewt"), "es": ("UD_Spanish-AnCora", "es_ancora"),
-    "et": ("UD_Estonian-EDT", "et_edt"), "fi": ("UD_Finnish-TDT", "fi_tdt"), "fr": ("UD_French-GSD", "fr_gsd"),
-    "he": ("UD_Hebrew-HTB", "he_htb"), "hi": ("UD_Hindi-HDTB", "hi_hdtb"), "hr": ("UD_Croatian-SET", "hr_set"),
-    "id": ("UD_Indonesian-GSD", "id_gsd"), "it": ("UD_Italian-ISDT", "it_isdt"), "ja": ("UD_Japanese-GSD", "ja_gsd"),
-    "ko": ("UD_Korean-GSD", "ko_gsd"), "la": ("UD_Latin-PROIEL", "la_proiel"), "lv": ("UD_Latvian-LVTB", "lv_lvtb"),
-    "nl": ("UD_Dutch-Alpino", "nl_alpino"), "no": ("UD_Norwegian-Bokmaal", "no_bokmaal"),
-    "pl": ("UD_Polish-LFG", "pl_lfg"), "pt": ("UD_Portuguese-Bosque", "pt_bosque"),
-    "ro": ("UD_Romanian-RRT", "ro_rrt"), "ru": ("UD_Russian-SynTagRus", "ru_syntagrus"),
-    "sk": ("UD_Slovak-SNK", "sk_snk"), "sl": ("UD_Slovenian-SSJ", "sl_ssj"), "sv": ("UD_Swedish-Talbanken", "sv_talbanken"),
-    "uk": ("UD_Ukrainian-IU", "uk_iu"), "zh": ("UD_Chinese-GSD", "zh_gsd")}
+    "ar": (("UD_Arabic-PADT", "ar_padt"),), "bg": (("UD_Bulgarian-BTB", "bg_btb"),),
+    "ca": (("UD_Catalan-AnCora", "ca_ancora"),),
+    "cs": (("UD_Czech-PDT", "cs_pdt"), ("UD_Czech-CAC", "cs_cac"), ("UD_Czech-CLTT", "cs_cltt"),
+           ("UD_Czech-FicTree", "cs_fictree")),
+    "da": (("UD_Danish-DDT", "da_ddt"),), "de": (("UD_German-GSD", "de_gsd"),), "en": (("UD_English-EWT", "en_ewt"),),
+    "es": (("UD_Spanish-AnCora", "es_ancora"), ("UD_Spanish-GSD", "es_gsd")),
+    "et": (("UD_Estonian-EDT", "et_edt"),), "fi": (("UD_Finnish-TDT", "fi_tdt"),), "fr": (("UD_French-GSD", "fr_gsd"),),
+    "he": (("UD_Hebrew-HTB", "he_htb"),), "hi": (("UD_Hindi-HDTB", "hi_hdtb"),), "hr": (("UD_Croatian-SET", "hr_set"),),
+    "id": (("UD_Indonesian-GSD", "id_gsd"),), "it": (("UD_Italian-ISDT", "it_isdt"),),
+    "ja": (("UD_Japanese-GSD", "ja_gsd"),), "ko": (("UD_Korean-GSD", "ko_gsd"), ("UD_Korean-Kaist", "ko_kaist")),
+    "la": (("UD_Latin-PROIEL", "la_proiel"),), "lv": (("UD_Latvian-LVTB", "lv_lvtb"),),
+    "nl": (("UD_Dutch-Alpino", "nl_alpino"), ("UD_Dutch-LassySmall", "nl_lassysmall")),
+    "no": (("UD_Norwegian-Bokmaal", "no_bokmaal"), ("UD_Norwegian-Nynorsk", "no_nynorsk")),
+    "pl": (("UD_Polish-LFG", "pl_lfg"), ("UD_Polish-SZ", "pl_sz")),
+    "pt": (("UD_Portuguese-Bosque", "pt_bosque"), ("UD_Portuguese-GSD", "pt_gsd")),
+    "ro": (("UD_Romanian-RRT", "ro_rrt"),), "ru": (("UD_Russian-SynTagRus", "ru_syntagrus"),),
+    "sk": (("UD_Slovak-SNK", "sk_snk"),), "sl": (("UD_Slovenian-SSJ", "sl_ssj"), ("UD_Slovenian-SST", "sl_sst")),
+    "sv": (("UD_Swedish-Talbanken", "sv_talbanken"),), "uk": (("UD_Ukrainian-IU", "uk_iu"),),
+    "zh": (("UD_Chinese-GSD", "zh_gsd"),)}
+PARSING_SPLITS = ("train", "dev", "test")
 
+
+def parsing_files(language: str, split: str) -> tuple[str, ...]:
+  """The files (under the data folder) of the treebanks of `language`'s `split`, in reading order."""
+  return tuple(f"ud-treebanks-v2.2/{folder}/{prefix}-ud-{split}.conllu"
+               for folder, prefix in PARSING_TREEBANKS[language])
 
 def _every_split(langs: tuple) -> dict:
   return {"train": ("en",), "dev": ("en",), "test": langs}
@@ -80,8 +99,7 @@ PARSING = TaskSpec(
     name="parsing", benchmark="mbert", languages=_every_split(tuple(PARSING_TREEBANKS)), kind="parsing",
     labels=UD_RELATIONS, score="las", category="structured_prediction", train=("parsing", "en", "train"),
     model="parsing",
-    files={f"{split}:{lg}": f"ud-treebanks-v2.2/{folder}/{prefix}-ud-{split}.conllu"
-           for lg, (folder, prefix) in PARSING_TREEBANKS.items() for split in ("train", "dev", "test")})
+    files={f"{split}:{lg}": parsing_files(lg, split)[0] for lg in PARSING_TREEBANKS for split in PARSING_SPLITS})
 
 # The paper's second parsing setting: gold UPOS tags embedded beside the encoder's states (same data).
 PARSING_GOLD_POS = dataclasses.replace(PARSING, name="parsing_gold_pos", kind="parsing_gold_pos",

@@ -12,17 +12,23 @@
    layer (the embeddings and each Transformer layer) as a bag of words: the
    mean of that layer's subword states over the text (`[CLS]` / `[SEP]`
    included, as retrieval's mean pooling);
-3. trains a linear softmax classifier per layer on the training paragraphs
-   (scikit-learn's multinomial `LogisticRegression`, L2, lbfgs) and reports
-   its test accuracy: `<run_dir>/language_id.json`, `language_id.md` and the
-   plot `language_id.png` (accuracy against layer).
+3. holds out the last `dev_fraction` of each language's training paragraphs
+   as the dev set (WiLI has none; our split) and trains a linear softmax
+   classifier per layer on the rest as the paper trains its feature-based
+   models (`ProbeSettings`: Adam, batch 32, learning rate 1e-3 halved after
+   an epoch without a new best dev accuracy, stopping below 1e-5; the best
+   dev epoch's parameters kept), then reports its test accuracy:
+   `<run_dir>/language_id.json`, `language_id.md` and the plot
+   `language_id.png` (accuracy against layer).
 
 Bad input: label and text files of different lengths name both files; a
-language without paragraphs in either split is named.
+language without paragraphs in either split, or with one training
+paragraph (none for the dev set), is named.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Any, Optional, Sequence
@@ -31,6 +37,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.data.classification_source import encode_pair
@@ -40,18 +47,36 @@ from xtreme_jax.evaluation import retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.runs.train import pretrained_loader
+from xtreme_jax.training import validation as v
+from xtreme_jax.training.trainer import PlateauSchedule
 
-# mBERT's 104 pretraining languages (google-research/bert, multilingual.md) as WiLI-2018 labels (ISO 639-3, as
-# WiLI names them; our mapping). Chinese (simplified and traditional) is `zho`; Thai and Mongolian are not in
-# mBERT's cased list.
-MBERT_WILI_LABELS = (
-    "afr", "sqi", "ara", "arg", "hye", "ast", "aze", "bak", "eus", "bar", "bel", "ben", "bpy", "bos", "bre", "bul",
-    "mya", "cat", "ceb", "che", "zho", "chv", "hrv", "ces", "dan", "nld", "eng", "est", "fin", "fra", "glg", "kat",
-    "deu", "ell", "guj", "hat", "heb", "hin", "hun", "isl", "ido", "ind", "gle", "ita", "jpn", "jav", "kan", "kaz",
-    "kir", "kor", "lat", "lav", "lit", "lmo", "nds", "ltz", "mkd", "mlg", "msa", "mal", "mar", "min", "nep", "new",
-    "nob", "nno", "oci", "fas", "pms", "pol", "por", "pan", "ron", "rus", "sco", "srp", "hbs", "scn", "slk", "slv",
-    "azb", "spa", "sun", "swa", "swe", "tgl", "tgk", "tam", "tat", "tel", "tur", "ukr", "urd", "uzb", "vie", "vol",
-    "war", "cym", "fry", "pnb", "yor")
+# mBERT's 104 pretraining languages (google-research/bert, multilingual.md: the 102 listed, and Thai and Mongolian,
+# which the cased model adds) as WiLI-2018 labels (ISO 639-3 as WiLI spells them). Both Chinese are WiLI's `zho`.
+MBERT_WILI_NAMES = {
+    "Afrikaans": "afr", "Albanian": "sqi", "Arabic": "ara", "Aragonese": "arg", "Armenian": "hye", "Asturian": "ast",
+    "Azerbaijani": "aze", "Bashkir": "bak", "Basque": "eus", "Bavarian": "bar", "Belarusian": "bel", "Bengali": "ben",
+    "Bishnupriya Manipuri": "bpy", "Bosnian": "bos", "Breton": "bre", "Bulgarian": "bul", "Burmese": "mya",
+    "Catalan": "cat", "Cebuano": "ceb", "Chechen": "che", "Chinese (Simplified)": "zho",
+    "Chinese (Traditional)": "zho", "Chuvash": "chv", "Croatian": "hrv", "Czech": "ces", "Danish": "dan",
+    "Dutch": "nld", "English": "eng", "Estonian": "est", "Finnish": "fin", "French": "fra", "Galician": "glg",
+    "Georgian": "kat", "German": "deu", "Greek": "ell", "Gujarati": "guj", "Haitian": "hat", "Hebrew": "heb",
+    "Hindi": "hin", "Hungarian": "hun", "Icelandic": "isl", "Ido": "ido", "Indonesian": "ind", "Irish": "gle",
+    "Italian": "ita", "Japanese": "jpn", "Javanese": "jav", "Kannada": "kan", "Kazakh": "kaz", "Kirghiz": "kir",
+    "Korean": "kor", "Latin": "lat", "Latvian": "lav", "Lithuanian": "lit", "Lombard": "lmo", "Low Saxon": "nds",
+    "Luxembourgish": "ltz", "Macedonian": "mkd", "Malagasy": "mlg", "Malay": "msa", "Malayalam": "mal",
+    "Marathi": "mar", "Minangkabau": "min", "Nepali": "nep", "Newar": "new", "Norwegian (Bokmal)": "nob",
+    "Norwegian (Nynorsk)": "nno", "Occitan": "oci", "Persian (Farsi)": "fas", "Piedmontese": "pms", "Polish": "pol",
+    "Portuguese": "por", "Punjabi": "pan", "Romanian": "ron", "Russian": "rus", "Scots": "sco", "Serbian": "srp",
+    "Serbo-Croatian": "hbs", "Sicilian": "scn", "Slovak": "slk", "Slovenian": "slv", "South Azerbaijani": "azb",
+    "Spanish": "spa", "Sundanese": "sun", "Swahili": "swa", "Swedish": "swe", "Tagalog": "tgl", "Tajik": "tgk",
+    "Tamil": "tam", "Tatar": "tat", "Telugu": "tel", "Turkish": "tur", "Ukrainian": "ukr", "Urdu": "urd",
+    "Uzbek": "uzb", "Vietnamese": "vie", "Volapük": "vol", "Waray-Waray": "war", "Welsh": "cym",
+    "West Frisian": "fry", "Western Punjabi": "pnb", "Yoruba": "yor", "Thai": "tha", "Mongolian": "mon"}
+# The four the paper leaves out as not in WiLI (its footnote 5: Hungarian, Norwegian Bokmal, Piedmontese, Western
+# Punjabi; of them only pms lacks a WiLI-2018 label, but the paper's probe, and the authors' list, have none of them).
+NOT_IN_WILI = ("hun", "nob", "pms", "pnb")
+# The paper's 99 probe languages: 103 WiLI labels less those four (= the authors' LANDID_LABEL).
+MBERT_WILI_LABELS = tuple(sorted(set(MBERT_WILI_NAMES.values()) - set(NOT_IN_WILI)))
 
 
 def read_wili(data_dir: str, split: str, languages: Optional[Sequence[str]] = None,
@@ -98,14 +123,150 @@ def layer_features(config: TransformerConfig, params: Any, vocab, texts: Sequenc
   return np.concatenate(chunks, axis=1)[:, :len(features)]
 
 
-def probe_accuracies(train: np.ndarray, train_labels: Sequence[str], test: np.ndarray,
-                     test_labels: Sequence[str], max_iter: int = 1000) -> list[float]:
-  """Test accuracy (%) of a multinomial logistic regression trained per layer on `train` (layers, n, hidden)."""
-  from sklearn.linear_model import LogisticRegression  # heavy: imported on use
-  out = []
+@dataclasses.dataclass(frozen=True)
+class ProbeSettings:
+  """How each layer's probe trains: the paper's feature-based recipe (`runs/feature_based.gin`).
+
+  Adam (0.9, 0.999) at `learning_rate` on batches of `batch_size` training
+  paragraphs, reshuffled every epoch (`seed`); after each epoch the dev
+  accuracy, the best epoch's parameters kept (the selection of the paper's
+  English dev, on the probe's one dev set), the rate scaled by `plateau`
+  (halved after an epoch without a new best, stopping once below 1e-5); at
+  most `epochs` epochs (our cap). `dev_fraction`: the share of each
+  language's training paragraphs held out as the dev set (at least one).
+  """
+
+  learning_rate: float = 1e-3
+  batch_size: int = 32
+  epochs: int = 30
+  plateau: PlateauSchedule = PlateauSchedule()
+  dev_fraction: float = 0.1
+  seed: int = 0
+
+  def __post_init__(self):
+    v.require(self, "learning_rate", v.positive, "a number > 0")
+    v.require(self, "batch_size", v.positive_int, "a positive integer")
+    v.require(self, "epochs", v.positive_int, "a positive integer")
+    v.require(self, "plateau", lambda p: isinstance(p, PlateauSchedule), "a trainer.PlateauSchedule")
+    v.require(self, "dev_fraction", lambda x: v.is_number(x) and 0 < x < 1, "a number in (0, 1)")
+    v.require(self, "seed", v.is_int, "an integer")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeFit:
+  """A trained probe: `params` {"kernel": (hidden, classes), "bias"} of the best dev epoch (`best_epoch`, its dev
+  accuracy in %), the epochs run and the learning rate at the end."""
+
+  params: Any
+  dev_accuracy: float
+  epochs: int
+  best_epoch: int
+  learning_rate: float
+
+
+def split_dev(texts: Sequence[str], labels: Sequence[str],
+              fraction: float) -> tuple[tuple[list[str], list[str]], tuple[list[str], list[str]]]:
+  """((train texts, labels), (dev texts, labels)): the last `fraction` (at least one) of each language's
+  paragraphs go to dev, in their order."""
+  counts: dict[str, int] = {}
+  for label in labels:
+    counts[label] = counts.get(label, 0) + 1
+  few = sorted(lg for lg, n in counts.items() if n < 2)
+  if few:
+    raise errors.DataError(f"WiLI-2018: {counts[few[0]]} training paragraph of {few[0]}; the probe needs at least "
+                           "2 of each language (training and dev paragraphs)")
+  keep = {lg: n - max(1, round(fraction * n)) for lg, n in counts.items()}
+  seen: dict[str, int] = {}
+  train: tuple[list[str], list[str]] = ([], [])
+  dev: tuple[list[str], list[str]] = ([], [])
+  for text, label in zip(texts, labels):
+    seen[label] = seen.get(label, 0) + 1
+    part = train if seen[label] <= keep[label] else dev
+    part[0].append(text)
+    part[1].append(label)
+  return train, dev
+
+
+_ADAM = optax.scale_by_adam()  # beta1 0.9, beta2 0.999, eps 1e-8; the learning rate is applied in `_epoch`
+
+
+@jax.jit
+def _epoch(params: Any, opt_state: Any, x: jax.Array, y: jax.Array, order: jax.Array,
+           learning_rate: jax.Array) -> tuple[Any, Any]:
+  """One pass over `order` (steps, batch) of example indices, -1 padding the last batch: mean cross-entropy of
+  each batch's examples, one Adam step each."""
+
+  def step(carry, idx):
+    params, opt_state = carry
+    weight = (idx >= 0).astype(jnp.float32)
+    xb, yb = x[jnp.maximum(idx, 0)], y[jnp.maximum(idx, 0)]
+
+    def loss(p):
+      logp = jax.nn.log_softmax(xb @ p["kernel"] + p["bias"])
+      return -jnp.sum(jnp.take_along_axis(logp, yb[:, None], axis=-1)[:, 0] * weight) / jnp.sum(weight)
+
+    updates, opt_state = _ADAM.update(jax.grad(loss)(params), opt_state)
+    return (jax.tree_util.tree_map(lambda p, u: p - learning_rate * u, params, updates), opt_state), None
+
+  return jax.lax.scan(step, (params, opt_state), order)[0]
+
+
+@jax.jit
+def _predict(params: Any, x: jax.Array) -> jax.Array:
+  return jnp.argmax(x @ params["kernel"] + params["bias"], axis=-1)
+
+
+def _ids(labels: Sequence[str], classes: Sequence[str]) -> np.ndarray:
+  index = {c: i for i, c in enumerate(classes)}
+  return np.asarray([index.get(label, -1) for label in labels], np.int32)  # -1: a class the probe does not have
+
+
+def accuracy(params: Any, x: np.ndarray, labels: Sequence[str], classes: Sequence[str]) -> float:
+  """% of `x` (n, hidden) whose predicted class (of `classes`) is its label."""
+  predicted = np.asarray(_predict(params, jnp.asarray(x, jnp.float32)))
+  return 100.0 * float(np.mean(predicted == _ids(labels, classes)))
+
+
+def fit_probe(x: np.ndarray, labels: Sequence[str], dev_x: np.ndarray, dev_labels: Sequence[str],
+              classes: Sequence[str], settings: ProbeSettings = ProbeSettings()) -> ProbeFit:
+  """A linear softmax classifier over `classes` on `x` (n, hidden), trained and selected as `settings` say."""
+  n, plateau = len(labels), settings.plateau
+  x, y = jnp.asarray(x, jnp.float32), jnp.asarray(_ids(labels, classes))
+  steps = -(-n // settings.batch_size)
+  params = {"kernel": jnp.zeros((x.shape[1], len(classes)), jnp.float32),
+            "bias": jnp.zeros((len(classes),), jnp.float32)}
+  opt_state, rng = _ADAM.init(params), np.random.default_rng(settings.seed)
+  best, best_params, best_epoch, waited, scale, epoch = -1.0, params, 0, 0, 1.0, 0
+  while epoch < settings.epochs:
+    epoch += 1
+    order = np.full(steps * settings.batch_size, -1, np.int32)
+    order[:n] = rng.permutation(n)
+    params, opt_state = _epoch(params, opt_state, x, y, order.reshape(steps, settings.batch_size),
+                               jnp.float32(settings.learning_rate * scale))
+    score = accuracy(params, dev_x, dev_labels, classes)
+    if score > best:
+      best, best_params, best_epoch, waited = score, params, epoch, 0
+      continue
+    waited += 1
+    if waited >= plateau.patience:
+      waited, scale = 0, scale * plateau.factor
+      if settings.learning_rate * scale < plateau.min_learning_rate:
+        break
+  return ProbeFit(best_params, best, epoch, best_epoch, settings.learning_rate * scale)
+
+
+def probe_accuracies(train: np.ndarray, train_labels: Sequence[str], dev: np.ndarray, dev_labels: Sequence[str],
+                     test: np.ndarray, test_labels: Sequence[str],
+                     settings: ProbeSettings = ProbeSettings()) -> dict[str, list]:
+  """{"test", "dev": accuracy (%) per layer, "epochs": run per layer} of a probe trained per layer of `train`
+  (layers, n, hidden) over the training labels (`fit_probe`)."""
+  classes = sorted(set(train_labels))
+  out: dict[str, list] = {"test": [], "dev": [], "epochs": []}
   for layer in range(train.shape[0]):
-    classifier = LogisticRegression(max_iter=max_iter).fit(train[layer], list(train_labels))
-    out.append(100.0 * float(np.mean(classifier.predict(test[layer]) == np.asarray(test_labels))))
+    fit = fit_probe(train[layer], train_labels, dev[layer], dev_labels, classes, settings)
+    out["test"].append(accuracy(fit.params, test[layer], test_labels, classes))
+    out["dev"].append(fit.dev_accuracy)
+    out["epochs"].append(fit.epochs)
   return out
 
 
@@ -123,31 +284,38 @@ def _plot(accuracies: Sequence[float], path: str) -> None:
 def language_id_probe(run_dir: str, model_config: TransformerConfig, vocabulary: str, data_dir: str,
                       init_checkpoint: Optional[str] = None, languages: Optional[Sequence[str]] = MBERT_WILI_LABELS,
                       per_language: Optional[int] = None, seq_len: int = 128, batch_size: int = 64,
-                      seed: int = 0) -> dict:
-  """The probe end to end (module docstring); returns {"accuracy": [per layer], "languages", "train", "test"}."""
+                      seed: int = 0, probe: ProbeSettings = ProbeSettings()) -> dict:
+  """The probe end to end (module docstring); returns {"accuracy": [test, per layer], "dev_accuracy", "epochs",
+  "languages", "train", "dev", "test", ...}. `batch_size`: of the encoder's feature pass; the probe's is
+  `probe.batch_size`."""
   train_texts, train_labels = read_wili(data_dir, "train", languages, per_language)
   test_texts, test_labels = read_wili(data_dir, "test", languages, per_language)
   missing = sorted(set(languages or ()) - set(train_labels) | set(languages or ()) - set(test_labels))
   if missing:
     raise errors.DataError(f"WiLI-2018 under {data_dir} has no train or test paragraphs of {' '.join(missing)}; "
                            "drop them from `languages`")
+  (train_texts, train_labels), (dev_texts, dev_labels) = split_dev(train_texts, train_labels, probe.dev_fraction)
   vocab = load_vocabulary(vocabulary)
   if init_checkpoint:
     shapes = jax.eval_shape(lambda: _fresh(model_config, seed))
     params = pretrained_loader(init_checkpoint, model_config)({"backbone": shapes})["backbone"]
   else:
     params = _fresh(model_config, seed)
-  train = layer_features(model_config, params, vocab, train_texts, seq_len, batch_size)
-  test = layer_features(model_config, params, vocab, test_texts, seq_len, batch_size)
-  result = {"accuracy": probe_accuracies(train, train_labels, test, test_labels),
-            "languages": sorted(set(train_labels)), "train": len(train_texts), "test": len(test_texts),
-            "pooling": "mean of the layer's subword states", "init_checkpoint": init_checkpoint}
+  train, dev, test = (layer_features(model_config, params, vocab, texts, seq_len, batch_size)
+                      for texts in (train_texts, dev_texts, test_texts))
+  scores = probe_accuracies(train, train_labels, dev, dev_labels, test, test_labels, probe)
+  result = {"accuracy": scores["test"], "dev_accuracy": scores["dev"], "epochs": scores["epochs"],
+            "languages": sorted(set(train_labels)), "train": len(train_texts), "dev": len(dev_texts),
+            "test": len(test_texts), "pooling": "mean of the layer's subword states",
+            "probe": dataclasses.asdict(probe), "init_checkpoint": init_checkpoint}
   fs.makedirs(run_dir)
   atomic.write_json(os.path.join(run_dir, "language_id.json"), result)
-  rows = "".join(f"| {i} | {a:.1f} |\n" for i, a in enumerate(result["accuracy"]))
+  rows = "".join(f"| {i} | {d:.1f} | {a:.1f} |\n"
+                 for i, (d, a) in enumerate(zip(result["dev_accuracy"], result["accuracy"])))
   atomic.write_text(os.path.join(run_dir, "language_id.md"),
                     f"Language-ID probe: {len(result['languages'])} WiLI-2018 languages, {result['train']} train / "
-                    f"{result['test']} test paragraphs\n\n| layer | accuracy |\n|---:|---:|\n{rows}")
+                    f"{result['dev']} dev / {result['test']} test paragraphs\n\n| layer | dev accuracy | accuracy |\n"
+                    f"|---:|---:|---:|\n{rows}")
   _plot(result["accuracy"], os.path.join(run_dir, "language_id.png"))
   print(f"language-ID accuracy per layer: {' '.join(f'{a:.1f}' for a in result['accuracy'])}")
   return result

@@ -27,7 +27,7 @@ from xtreme_jax.evaluation import bleu, metrics, parsing
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
                                                RatingRegressionModel)
-from xtreme_jax.models.feature_based import FeatureBasedModel
+from xtreme_jax.models.feature_based import PAPER_LSTM_HIDDEN, FeatureBasedModel
 from xtreme_jax.models.parser import BiaffineParserModel, decode as decode_parse
 from xtreme_jax.models.qa import QaModel
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
@@ -383,7 +383,8 @@ class Parsing(Kind):
   """Dependency trees (the mBERT paper's biaffine parser, `models/parser.py`): one window per sentence, words on
   their first subword, MST decoding; dev LAS.
 
-  Training takes the sentences that fit `seq_len` subwords (the paper: 128); evaluation those of at most
+  Training cuts a sentence longer than `seq_len` subwords (the paper: 128) to its first words that fit, as the
+  authors' code (`parsing_features.parse_features(truncate=True)`); evaluation takes those of at most
   `EVAL_MAX_WORDS` words, in windows of the smaller of their longest subword length and `EVAL_MAX_SUBWORDS`.
   Longer sentences are not predicted (None) and leave no block in the submission (the scorer skips them); one
   within 140 words but over 512 subwords (none in UD) is predicted as a chain from its first word.
@@ -415,13 +416,16 @@ class Parsing(Kind):
     out, owners = [], []
     for i, ex in enumerate(examples):
       f = parsing_features.parse_features(ex if training else {**ex, "heads": None}, vocab, words, subwords,
-                                          spec.labels, self.upos)
+                                          spec.labels, self.upos, truncate=training)
       if f is not None:
         out.append(f)
         owners.append(i)
-    if training and len(out) < len(examples):
-      logging.info("%s: %d of %d training sentences exceed %d subwords and are left out", spec.name,
-                   len(examples) - len(out), len(examples), subwords)
+    if training:
+      cut = sum(int(f["word_mask"].sum()) < len(examples[i]["tokens"]) for f, i in zip(out, owners))
+      if cut or len(out) < len(examples):
+        logging.info("%s: %d of %d training sentences exceed %d subwords: %d cut to their first words that fit, "
+                     "%d left out (not even their first word fits)", spec.name, cut + len(examples) - len(out),
+                     len(examples), subwords, cut, len(examples) - len(out))
     return out, owners
 
   def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
@@ -461,7 +465,8 @@ class FeatureBased(Kind):
     """Whether `base` has a feature-based form."""
     return type(base) in (PairClassification, Tagging, TaggingByAccuracy, Parsing)
 
-  def __init__(self, base: Kind, hidden: int = 256):
+  def __init__(self, base: Kind, hidden: int = PAPER_LSTM_HIDDEN):
+    """`hidden`: the BiLSTM's units per direction (`TaskSettings.lstm_hidden`; the paper's 768)."""
     if not self.takes(base):
       raise errors.ConfigError(f"the feature-based setting takes pair-classification, tagging and parsing tasks, "
                                f"not {type(base).__name__}")

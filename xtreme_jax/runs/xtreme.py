@@ -146,6 +146,7 @@ from xtreme_jax.data.vocabularies import load_vocabulary
 from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.evaluation import metrics, retrieval
+from xtreme_jax.models.feature_based import PAPER_LSTM_HIDDEN
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
@@ -253,7 +254,8 @@ class TaskSettings:
   FILTER's layers, self-teaching and inference pairs (the FILTER settings).
   `plateau`: lower the learning rate when the selected dev score stops
   improving, stop below a floor (`trainer.PlateauSchedule`; the mBERT paper's
-  feature-based recipe); needs a dev selection.
+  feature-based recipe); needs a dev selection. `lstm_hidden`: the BiLSTM's
+  units per direction in the feature-based setting (the paper's d_h = 768).
   """
 
   epochs: float = 5.0
@@ -272,6 +274,7 @@ class TaskSettings:
   generation: task_kinds.GenerationSettings = task_kinds.GenerationSettings()
   filter: filter_kinds.FilterSettings = filter_kinds.FilterSettings()
   plateau: Optional[PlateauSchedule] = None
+  lstm_hidden: int = PAPER_LSTM_HIDDEN
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -295,6 +298,7 @@ class TaskSettings:
               "a task_kinds.GenerationSettings")
     v.require(self, "filter", lambda f: isinstance(f, filter_kinds.FilterSettings), "a filter_kinds.FilterSettings")
     v.require(self, "plateau", v.optional(lambda p: isinstance(p, PlateauSchedule)), "None or a PlateauSchedule")
+    v.require(self, "lstm_hidden", v.positive_int, "a positive integer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -605,7 +609,7 @@ class XtremeRunner:
     else:
       base = task_kinds.of(self.spec(task))
     if self.settings.setting == "feature_based":
-      return task_kinds.FeatureBased(base)
+      return task_kinds.FeatureBased(base, self.recipe(task).lstm_hidden)
     if not self.filtering:
       return base
     student = self.settings.setting == "filter_student" if student is None else student
@@ -1057,6 +1061,8 @@ class XtremeRunner:
     for sp in splits:
       if task in RETRIEVAL_TASKS and self.data.source == "official":
         out += [readers.file_path(task, self.data_dir, language, sp, part) for part in readers.PATHS[task]]
+      elif hasattr(self.data, "locations"):  # several files read as one (the mBERT paper's parsing treebanks)
+        out += self.data.locations(task, language, sp)
       else:
         out.append(self.data.location(task, language, sp))
     return out
