@@ -24,6 +24,10 @@ def test_every_task_zero_shot_from_english_is_predicted_scored_and_reported(tmp_
   finally:
     gin.clear_config(clear_constants=True)
   data = MbertData(data_dir=paths.sample_mbert_dir())
+  for task in ("mldoc", "ner", "pos"):  # the sample run learns: the loss halves, predictions vary
+    summary = json.loads((tmp_path / "models" / task / "summary.json").read_text())
+    assert summary["final_loss"] < summary["first_loss"] / 2, task
+    assert len(set((tmp_path / "submission" / task / "test-en.tsv").read_text().split())) >= 2, task
   all_scores = json.loads((tmp_path / "scores.json").read_text())["tasks"]
   for task, labels in (("mldoc", MLDOC_LABELS), ("pos", UPOS_TAGS)):  # a label per document / per word
     for lg in all_scores[task]["languages"]:
