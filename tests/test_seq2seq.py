@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from conftest import TINY
-from xtreme_jax import errors
+from xtreme_jax import errors, main
 from xtreme_jax.models import decoding
 from xtreme_jax.models.base import load_backbone
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel, label_smoothed_nll, shift_right
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
+from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.networks.seq2seq import Seq2SeqConfig
+from xtreme_jax.networks.seq2seq import Seq2SeqConfig, Seq2SeqNetwork
 from xtreme_jax.networks.veco import VecoNetwork
 
 TIER = "integration"  # conftest.py: this file's tier
@@ -68,8 +69,11 @@ def small():
   return model, _sharpened_params(model, 3)
 
 
-def test_cached_steps_equal_the_full_forward_pass():
-  model = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=2), eos_id=EOS)
+@pytest.mark.parametrize("fairseq_embeddings", [False, True])
+def test_cached_steps_equal_the_full_forward_pass(fairseq_embeddings):
+  """Also with VECO's embeddings (both sides scaled, the decoder's own position table and LayerNorm)."""
+  switches = dict(scale_encoder_embeddings=True, scale_decoder_embeddings=True, separate_decoder_embeddings=True)
+  model = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=2, **(switches if fairseq_embeddings else {})), eos_id=EOS)
   targets = np.array([[11, 12, 13, 14, 15, EOS], [21, 22, EOS, 0, 0, 0]], np.int32)
   params = _sharpened_params(model, targets.shape[1])
   batch = _batch(targets, starts=(BOS, 7))
@@ -234,3 +238,105 @@ def test_packed_pairs_get_the_logits_and_loss_they_get_alone():
   np.testing.assert_allclose(got[1, :4], want[2, :4], atol=1e-5)   # pair 3: row 2
   loss = lambda b, logits: float(model.loss_terms(logits, b)[0])  # noqa: E731
   assert loss(packed, got) == pytest.approx(loss(alone, want), rel=1e-5)
+
+
+IDS = np.array([[3, 7, 9, 4], [5, 8, 0, 0]], np.int32)
+IDS_MASK = (IDS > 0).astype(np.int32)
+
+
+def _network_params(seq2seq, seed=0):
+  """Parameters of a TINY `Seq2SeqNetwork`, every LayerNorm's scale and bias random (not 1 and 0)."""
+  net = Seq2SeqNetwork(TINY, seq2seq)
+  params = nn.unbox(net.init(jax.random.PRNGKey(seed), IDS, IDS_MASK, IDS, IDS_MASK))["params"]
+  leaves, tree = jax.tree_util.tree_flatten_with_path(params)
+  keys = jax.random.split(jax.random.PRNGKey(seed + 1), len(leaves))
+  leaves = [jax.random.normal(k, x.shape) if "layer_norm" in jax.tree_util.keystr(p) else x
+            for k, (p, x) in zip(keys, leaves)]
+  return net, jax.tree_util.tree_unflatten(tree, leaves)
+
+
+def _layer_norm(x, ln):
+  x = np.asarray(x, np.float64)
+  mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + TINY.layer_norm_eps) * np.asarray(ln["scale"]) + np.asarray(ln["bias"])
+
+
+def _source_embedding(net, params):
+  """The encoder side's embedding output (the `Embeddings` call of `encode`)."""
+  _, state = net.apply({"params": params}, IDS, IDS_MASK, method=Seq2SeqNetwork.encode,
+                       capture_intermediates=lambda module, _: isinstance(module, layers.Embeddings))
+  return np.asarray(state["intermediates"]["embeddings"]["__call__"][0])
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_encoder_embedding_is_layer_norm_of_scaled_words_plus_positions(scale):
+  """`scale_encoder_embeddings`: LayerNorm(word * sqrt(d) + position + token type 0), fairseq's `embed_scale`."""
+  net, params = _network_params(Seq2SeqConfig(decoder_layers=1, scale_encoder_embeddings=scale))
+  emb = params["embeddings"]
+  words = np.asarray(emb["word_embeddings"]["embedding"])[IDS] * (math.sqrt(TINY.hidden_size) if scale else 1.0)
+  x = (words + np.asarray(emb["position_embeddings"]["embedding"])[:IDS.shape[1]]
+       + np.asarray(emb["token_type_embeddings"]["embedding"])[0])
+  np.testing.assert_allclose(_source_embedding(net, params), _layer_norm(x, emb["layer_norm"]), atol=1e-5)
+
+
+def _perturbed(params, side, *names):
+  """`params` with `side`'s (embeddings / decoder_embeddings) sub-trees `names` replaced by random values."""
+  part = dict(params[side])
+  for i, name in enumerate(names):
+    part[name] = jax.tree_util.tree_map(lambda x: jax.random.normal(jax.random.PRNGKey(100 + i), x.shape), part[name])
+  return {**params, side: part}
+
+
+def test_separate_decoder_embeddings_have_their_own_positions_and_layer_norm():
+  """`separate_decoder_embeddings`: the decoder embeds with its own position table and LayerNorm, the word table
+  shared; either side's own tables leave the other side's embedding unchanged."""
+  net, params = _network_params(Seq2SeqConfig(decoder_layers=1, scale_decoder_embeddings=True,
+                                              separate_decoder_embeddings=True))
+  assert sorted(params["decoder_embeddings"]) == ["layer_norm", "position_embeddings"]
+  assert params["decoder_embeddings"]["position_embeddings"]["embedding"].shape == (TINY.max_positions,
+                                                                                    TINY.hidden_size)
+  positions = np.array([[0, 1, 2, 3], [0, 1, 0, 0]], np.int32)
+  targets = lambda p: np.asarray(net.apply({"params": p}, IDS, IDS_MASK, positions,  # noqa: E731
+                                           method=Seq2SeqNetwork.embed_targets))
+  source = lambda p: _source_embedding(net, p)  # noqa: E731
+  emb, own = params["embeddings"], params["decoder_embeddings"]
+  x = (np.asarray(emb["word_embeddings"]["embedding"])[IDS] * math.sqrt(TINY.hidden_size)
+       + np.asarray(own["position_embeddings"]["embedding"])[positions]
+       + np.asarray(emb["token_type_embeddings"]["embedding"])[0])
+  np.testing.assert_allclose(targets(params), _layer_norm(x, own["layer_norm"]), atol=1e-5)
+
+  encoder_side = _perturbed(params, "embeddings", "position_embeddings", "layer_norm")
+  np.testing.assert_array_equal(targets(encoder_side), targets(params))
+  assert not np.allclose(source(encoder_side), source(params))
+  decoder_side = _perturbed(params, "decoder_embeddings", "position_embeddings", "layer_norm")
+  np.testing.assert_array_equal(source(decoder_side), source(params))
+  assert not np.allclose(targets(decoder_side), targets(params))
+  words = _perturbed(params, "embeddings", "word_embeddings")  # shared: both sides change
+  assert not np.allclose(source(words), source(params)) and not np.allclose(targets(words), targets(params))
+
+  zero = np.zeros((1, TINY.hidden_size), np.float32)  # xFNP's predicting streams embed on the decoder's tables too
+  streams = net.apply({"params": params}, IDS, IDS_MASK, positions, zero,
+                      method=Seq2SeqNetwork.embed_predicting_streams)
+  np.testing.assert_allclose(np.asarray(streams), targets(params), atol=1e-6)
+
+
+def test_default_embeddings_keep_one_table_set_and_no_scaling():
+  """Existing presets and checkpoints: one `Embeddings` for both sides, no `decoder_embeddings`."""
+  net, params = _network_params(Seq2SeqConfig(decoder_layers=1))
+  assert sorted(params) == ["decoder", "embeddings", "encoder"]
+
+
+@pytest.mark.parametrize("experiment,bindings", [("experiments/wmt14_en_de_veco_large.gin", []),
+                                                 ("experiments/xglue_veco_large_generation.gin",
+                                                  ["DATA_DIR='d'", "RUN_DIR='r'"])])
+def test_veco_large_nlg_preset_sets_veco_embeddings(experiment, bindings):
+  """models/veco_large_nlg.gin: both sides scaled by sqrt(1024), the decoder's own positions and LayerNorm."""
+  import gin
+  gin.clear_config(clear_constants=True)
+  try:
+    main.parse_gin([experiment], bindings)
+    seq2seq = gin.get_configurable(Seq2SeqConfig)()
+  finally:
+    gin.clear_config(clear_constants=True)
+  assert seq2seq == Seq2SeqConfig(decoder_layers=6, scale_encoder_embeddings=True, scale_decoder_embeddings=True,
+                                  separate_decoder_embeddings=True)

@@ -10,8 +10,10 @@ from xtreme_jax import cli, errors
 from xtreme_jax.models.base import load_backbone
 from xtreme_jax.models.mlm import MlmModel
 from xtreme_jax.models.veco import VecoModel
-from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, nlg_encoder_decoder, nlu_encoder
+from xtreme_jax.models.seq2seq import Seq2SeqModel
+from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, nlg_encoder_decoder, nlu_encoder, seq2seq_backbone
 from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.networks.veco import VecoNetwork
 
 TIER = "integration"  # conftest.py: this file's tier
@@ -54,6 +56,39 @@ def test_nlg_assembly_copies_the_chosen_layers(veco_params, take, chosen):
                              "fresh_cross_attention": False}
   with pytest.raises(ValueError, match="decoder_layers=4; expected 1..3"):
     nlg_encoder_decoder(veco_params, CONFIG, Seq2SeqAssembly(4))
+
+
+def test_seq2seq_backbone_copies_the_encoder_tables_for_the_decoder(veco_params):
+  """`decoder_embeddings` (separate_decoder_embeddings) start as independent copies of the encoder's position table
+  and LayerNorm, so the separate model computes what the shared one does; a model without them drops them."""
+  backbone = seq2seq_backbone(veco_params, CONFIG, Seq2SeqAssembly(2))
+  own, emb = backbone["decoder_embeddings"], veco_params["embeddings"]
+  assert sorted(own) == ["layer_norm", "position_embeddings"]
+  np.testing.assert_array_equal(own["position_embeddings"]["embedding"], emb["position_embeddings"]["embedding"])
+  for name in ("scale", "bias"):
+    np.testing.assert_array_equal(own["layer_norm"][name], emb["layer_norm"][name])
+  own["position_embeddings"]["embedding"][0, 0] += 1.0  # an independent copy
+  assert not np.array_equal(own["position_embeddings"]["embedding"], emb["position_embeddings"]["embedding"])
+
+  backbone = seq2seq_backbone(veco_params, CONFIG, Seq2SeqAssembly(2))
+  batch = {"input_ids": IDS, "input_mask": MASK, "targets": IDS[:, 1:], "target_mask": MASK[:, 1:],
+           "decoder_start": np.array([2, 2], np.int32)}
+  logits = []
+  for separate in (False, True):
+    model = Seq2SeqModel(CONFIG, Seq2SeqConfig(decoder_layers=2, separate_decoder_embeddings=separate))
+    params = load_backbone(nn.unbox(model.init(jax.random.PRNGKey(1), batch)), backbone, CONFIG)
+    assert ("decoder_embeddings" in params["backbone"]) == separate
+    logits.append(np.asarray(model.network(True).apply({"params": params}, batch)))
+  np.testing.assert_allclose(logits[1], logits[0], atol=1e-5)
+
+  positions = {"embedding": np.zeros((CONFIG.max_positions, CONFIG.hidden_size), np.float32)}
+  trained = {**backbone, "decoder_embeddings": {"position_embeddings": positions,
+                                                "layer_norm": backbone["decoder_embeddings"]["layer_norm"]}}
+  kept = seq2seq_backbone(trained, CONFIG, Seq2SeqAssembly(2))  # an encoder-decoder checkpoint keeps its own
+  assert kept["decoder_embeddings"] is trained["decoder_embeddings"]
+  plain = {k: v for k, v in backbone.items() if k != "decoder_embeddings"}  # ... and one without gets copies
+  np.testing.assert_array_equal(seq2seq_backbone(plain, CONFIG, Seq2SeqAssembly(2))["decoder_embeddings"]
+                                ["position_embeddings"]["embedding"], emb["position_embeddings"]["embedding"])
 
 
 def test_warm_start_from_an_encoder_keeps_cross_attention_fresh(veco_params):

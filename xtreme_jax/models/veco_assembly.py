@@ -16,7 +16,13 @@
   checkpoint is a plain encoder (no cross-attention), the decoder copies its
   self-attention and feed-forward, and `models.base.load_backbone` gives the
   decoder's cross-attention fresh parameters. `seq2seq_backbone` is the tree
-  a `Seq2SeqNetwork` loads.
+  a `Seq2SeqNetwork` loads; its `decoder_embeddings` (the decoder's own
+  position table and embedding LayerNorm, used with
+  `Seq2SeqConfig.separate_decoder_embeddings`) start as copies of the
+  encoder's.
+
+`read_run` reads a run's run_config.json and one checkpoint's parameters (the
+export commands', `export-hf`'s too).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import os
 
 import numpy as np
 
-from xtreme_jax import errors
+from xtreme_jax import errors, fs
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.veco import drop_cross_attention
 
@@ -105,9 +111,20 @@ def seq2seq_backbone(pretrained: dict, config: TransformerConfig, assembly: Seq2
       raise errors.ConfigError(f"the encoder-decoder checkpoint has {layers} decoder layers but the model "
                                f"{assembly.decoder_layers}; set Seq2SeqConfig.decoder_layers (DECODER_LAYERS) to "
                                f"{layers}")
-    return {k: v for k, v in pretrained.items() if k in ("embeddings", "encoder", "decoder", "output_projection")}
+    kept = ("embeddings", "decoder_embeddings", "encoder", "decoder", "output_projection")
+    return with_decoder_embeddings({k: v for k, v in pretrained.items() if k in kept})
   out = nlg_encoder_decoder(pretrained, config, assembly)
-  return {k: out[k] for k in ("embeddings", "encoder", "decoder")}
+  return with_decoder_embeddings({k: out[k] for k in ("embeddings", "encoder", "decoder")})
+
+
+def with_decoder_embeddings(backbone: dict) -> dict:
+  """`backbone` with `decoder_embeddings` (`Seq2SeqConfig.separate_decoder_embeddings`: the decoder's own position
+  table and embedding LayerNorm) as independent copies of the encoder's where it has none, as fairseq loads one
+  pretrained stack into its encoder's and decoder's separate tables; a model without them drops it."""
+  if "decoder_embeddings" in backbone:
+    return backbone
+  emb = backbone["embeddings"]
+  return {**backbone, "decoder_embeddings": to_numpy({k: emb[k] for k in ("position_embeddings", "layer_norm")})}
 
 
 def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -> str:
@@ -149,31 +166,74 @@ def export_seq2seq(run_dir: str, out_dir: str) -> str:
   return out_dir
 
 
-def _newest_run_params(run_dir: str, out_dir: str) -> tuple[TransformerConfig, dict]:
-  """(model config, backbone parameters) of the newest checkpoint of a pretraining run; refuses a non-empty
-  `out_dir` first."""
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+@dataclasses.dataclass(frozen=True)
+class RunParams:
+  """A run's recorded settings and the parameters of one of its checkpoints."""
 
+  run_config: dict           # its run_config.json
+  config: TransformerConfig  # the model's (run_config.json's model.config)
+  step: int
+  where: str                 # the checkpoint folder read
+  params: dict               # every parameter of the model, as stored
+
+
+def read_run(run_dir: str, out_dir: str, what: str = "a pretraining run", step: int | None = None) -> RunParams:
+  """The settings and checkpoint `step` (None: the newest) of run `run_dir`, which should be `what`; refuses a
+  non-empty `out_dir` first (before any restore)."""
   from xtreme_jax import hf
   config_path = os.path.join(run_dir, "run_config.json")
-  run_config = hf.read_json(config_path, "the run_config.json of a pretraining run")
+  run_config = hf.read_json(config_path, f"the run_config.json of {what}")
   try:
     config = TransformerConfig.from_dict({k: v for k, v in run_config["model"]["config"].items() if k != "class"})
   except (KeyError, TypeError, AttributeError) as e:
     raise errors.DataError(f"{config_path}: no model.config object ({type(e).__name__}: {e}); expected the "
-                           "run_config.json of a pretraining run") from e
+                           f"run_config.json of {what}") from e
   except errors.UserError as e:
     raise type(e)(f"{config_path}: {e}") from e
   hf.refuse_non_empty(os.path.abspath(out_dir))  # before the restore
-  manager = ocp.CheckpointManager(os.path.abspath(os.path.join(run_dir, "checkpoints")), item_names=("state", "meta"))
-  step = manager.latest_step()
+  step, where, params = _restore_params(run_dir, step, what)
+  return RunParams(run_config, config, step, where, params)
+
+
+# Where a run keeps parameters: folder -> the orbax item holding them (`training.checkpoints`: the Checkpointer's
+# train state, BestParams' parameters).
+_RUN_PARAMS = {"checkpoints": "state", "best": "params"}
+
+
+def _manager(run_dir: str, folder: str):
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  return ocp.CheckpointManager(fs.abspath(os.path.join(run_dir, folder)), item_names=(_RUN_PARAMS[folder], "meta"),
+                               options=ocp.CheckpointManagerOptions(create=False, read_only=True))
+
+
+def _restore_params(run_dir: str, step: int | None, what: str) -> tuple[int, str, dict]:
+  """(step, its folder, parameters as stored) of checkpoint `step` in `checkpoints/` (None: the newest there), or
+  in `best/` when only that holds it."""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  steps = {}
+  for folder in _RUN_PARAMS:
+    if fs.isdir(os.path.join(run_dir, folder)):
+      with _manager(run_dir, folder) as manager:
+        steps[folder] = sorted(manager.all_steps())
   if step is None:
-    manager.close()
-    raise errors.MissingInputError(f"{run_dir}/checkpoints holds no checkpoint; expected a pretraining run")
-  restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
-                                                            meta=ocp.args.JsonRestore()))
-  manager.close()
-  return config, restored.state["params"]["backbone"]
+    if not steps.get("checkpoints"):
+      raise errors.MissingInputError(f"{run_dir}/checkpoints holds no checkpoint; expected {what}")
+    step = steps["checkpoints"][-1]
+  folder = next((f for f, held in steps.items() if step in held), None)
+  if folder is None:
+    held = "; ".join(f"{f}/: {', '.join(map(str, s))}" for f, s in steps.items() if s) or "none"
+    raise errors.MissingInputError(f"{run_dir} holds no checkpoint of step {step} (steps held: {held})")
+  item = _RUN_PARAMS[folder]
+  with _manager(run_dir, folder) as manager:
+    restored = manager.restore(step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore()}))[item]
+  return step, os.path.join(run_dir, folder, str(step)), restored["params"] if item == "state" else restored
+
+
+def _newest_run_params(run_dir: str, out_dir: str) -> tuple[TransformerConfig, dict]:
+  """(model config, backbone parameters) of the newest checkpoint of a pretraining run; refuses a non-empty
+  `out_dir` first."""
+  run = read_run(run_dir, out_dir)
+  return run.config, run.params["backbone"]
 
 
 def to_numpy(tree):
