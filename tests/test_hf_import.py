@@ -353,7 +353,7 @@ def test_killed_writes_leave_nothing_the_next_write_keeps(tmp_path, caplog):
       f.write("{}")
 
   with caplog.at_level(logging.WARNING, logger="xtreme_jax.hf"):
-    hf._write_directory(str(tmp_path / "out"), write)
+    hf.write_directory(str(tmp_path / "out"), write)
   assert sorted(os.listdir(tmp_path)) == sorted(others + ["out"])
   assert os.listdir(tmp_path / "out") == ["config.json"]
   assert all(str(p) in caplog.text for p in stale)

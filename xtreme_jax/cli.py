@@ -92,6 +92,11 @@ COMMANDS = {
     "export-seq2seq": Command("RUN_DIR OUT", (
         "an xDAE / xFNP run's encoder-decoder -> import-hf",
         "format: INIT_CHECKPOINT of NLG fine-tuning (QG, NTG, WMT14)"), _export("export-seq2seq"), compiles=True),
+    "export-hf": Command("RUN_DIR OUT [--step N]", (
+        "a fine-tuned classifier / tagger / QA / seq2seq run -> a",
+        "Hugging Face transformers folder (config.json, safetensors,",
+        "tokenizer files); prints the architecture it maps to"),
+        lambda argv: importlib.import_module("xtreme_jax.hf_export").cli_export_hf(argv)),
     "average-checkpoints": Command("RUN_DIR [--last N] [--allow-fewer]", (
         "mean parameters of the newest N checkpoints (default 10)",
         "-> RUN_DIR/averaged/<newest step>/ (VECO translation)"), _average_checkpoints, compiles=True),

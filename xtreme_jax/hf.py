@@ -22,15 +22,17 @@ present (a saved `BertModel` has none) and old `LayerNorm.gamma/beta` become
 Conversions: PyTorch Linear weights are (out, in), so kernels are transposed
 and reshaped to our (embed, heads, head_dim) query/key/value and
 (heads, head_dim, embed) out kernels; q/k/v biases become (heads, head_dim);
-LayerNorm weight -> scale. The MLM output projection is untied
-(`tie_word_embeddings=False`, its own `mlm_head/decoder` kernel) when the
-config says `tie_word_embeddings: false`, or when the checkpoint holds a
-decoder weight that differs from the word embeddings: transformers 5.x then
-loads that weight rather than re-tying it, and so do we. A decoder weight
-equal to the word embeddings is tied and dropped. Every missing, unexpected
-or mis-shaped key is collected into a single one-line
-`CheckpointMismatchError`. The optional pooler and MLM head, when wholly
-absent, are freshly initialised and listed in the `LoadReport`.
+LayerNorm weight -> scale. Each `Conversion` also converts back (`to_hf`):
+`hf_export` writes Hugging Face checkpoints through the same rows, and
+`config_to_hf` writes the config.json fields `config_from_hf` reads. The MLM
+output projection is untied (`tie_word_embeddings=False`, its own
+`mlm_head/decoder` kernel) when the config says `tie_word_embeddings: false`,
+or when the checkpoint holds a decoder weight that differs from the word
+embeddings: transformers 5.x then loads that weight rather than re-tying it,
+and so do we. A decoder weight equal to the word embeddings is tied and
+dropped. Every missing, unexpected or mis-shaped key is collected into a
+single one-line `CheckpointMismatchError`. The optional pooler and MLM head,
+when wholly absent, are freshly initialised and listed in the `LoadReport`.
 
 Every problem a user can cause (a missing or malformed `config.json`, a
 truncated weight file, an unsupported architecture, a non-empty output
@@ -71,6 +73,18 @@ _OPTIONAL = ("pooler", "mlm_head")  # freshly initialised when wholly absent
 
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
              "max_position_embeddings")
+# config.json key -> TransformerConfig field: read by `config_from_hf`, written by `config_to_hf`.
+_CONFIG_FIELDS = {
+    "vocab_size": "vocab_size", "hidden_size": "hidden_size", "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads", "intermediate_size": "mlp_dim", "max_position_embeddings": "max_positions",
+    "type_vocab_size": "type_vocab_size", "pad_token_id": "pad_token_id", "layer_norm_eps": "layer_norm_eps",
+    "hidden_dropout_prob": "dropout_rate", "attention_probs_dropout_prob": "attention_dropout_rate",
+}
+# Per family, what transformers assumes when config.json leaves a field out, and how positions are numbered.
+_FAMILY_DEFAULTS = {
+    "bert": dict(type_vocab_size=2, pad_token_id=0, layer_norm_eps=1e-12, position_style="absolute"),
+    "roberta": dict(type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5, position_style="roberta"),
+}
 _DECODER = {"bert": "cls.predictions.decoder.weight", "roberta": "lm_head.decoder.weight"}
 _MAX_LISTED = 8  # per group of a CheckpointMismatchError
 
@@ -109,75 +123,83 @@ def config_from_hf(hf_config: dict, **overrides) -> TransformerConfig:
   if missing:
     raise errors.DataError(f"the {model_type} config lacks {', '.join(missing)}; expected every one of "
                            f"{', '.join(_REQUIRED)}")
-  roberta = _FAMILY[model_type] == "roberta"
-  cfg = TransformerConfig(
-      vocab_size=hf_config["vocab_size"],
-      hidden_size=hf_config["hidden_size"],
-      num_layers=hf_config["num_hidden_layers"],
-      num_heads=hf_config["num_attention_heads"],
-      mlp_dim=hf_config["intermediate_size"],
-      max_positions=hf_config["max_position_embeddings"],
-      type_vocab_size=hf_config.get("type_vocab_size", 1 if roberta else 2),
-      pad_token_id=(1 if roberta else 0) if hf_config.get("pad_token_id") is None else hf_config["pad_token_id"],
-      position_style="roberta" if roberta else "absolute",
-      layer_norm_eps=hf_config.get("layer_norm_eps", 1e-5 if roberta else 1e-12),
-      dropout_rate=hf_config.get("hidden_dropout_prob", 0.1),
-      attention_dropout_rate=hf_config.get("attention_probs_dropout_prob", 0.1),
-      tie_word_embeddings=hf_config.get("tie_word_embeddings") is not False,  # absent or null: tied, as HF
-  )
+  given = {field: hf_config[key] for key, field in _CONFIG_FIELDS.items() if hf_config.get(key) is not None}
+  cfg = TransformerConfig(**{**_FAMILY_DEFAULTS[_FAMILY[model_type]], **given},
+                          tie_word_embeddings=hf_config.get("tie_word_embeddings") is not False)  # absent or null: tied
   return cfg.replace(**overrides)
+
+
+def family_of(config: TransformerConfig) -> str:
+  """'roberta' for RoBERTa-style positions (XLM-R), else 'bert': the family `config_from_hf` read it as."""
+  return "roberta" if config.position_style == "roberta" else "bert"
+
+
+def config_to_hf(config: TransformerConfig, model_type: str) -> dict:
+  """The config.json fields of `config` for an HF `model_type` of its family (`config_from_hf` reads them back)."""
+  return {"model_type": model_type, **{key: getattr(config, field) for key, field in _CONFIG_FIELDS.items()},
+          "hidden_act": "gelu", "position_embedding_type": "absolute",
+          "tie_word_embeddings": config.tie_word_embeddings}
 
 
 # -------------------------------------------------------------- mapping table
 
 
-class _Conv(NamedTuple):
-  hf_shape: Callable[[tuple], tuple]              # our shape -> expected HF shape
-  convert: Callable[[np.ndarray, tuple], np.ndarray]
+class Conversion(NamedTuple):
+  """How one tensor converts between a PyTorch checkpoint and our parameter tree (either way)."""
+
+  hf_shape: Callable[[tuple], tuple]                  # our shape -> expected HF shape
+  convert: Callable[[np.ndarray, tuple], np.ndarray]  # (HF tensor, our shape) -> ours (import)
+  to_hf: Callable[[np.ndarray], np.ndarray]           # ours -> HF tensor (export)
 
 
-_SAME = _Conv(lambda s: tuple(s), lambda x, s: x)
-_FLAT = _Conv(lambda s: (math.prod(s),), lambda x, s: x.reshape(s))
+SAME = Conversion(lambda s: tuple(s), lambda x, s: x, lambda x: x)
+FLAT = Conversion(lambda s: (math.prod(s),), lambda x, s: x.reshape(s), lambda x: x.reshape(-1))
 
 
-def _linear(n_in: int) -> _Conv:
-  """Torch (out, in) weight -> our kernel whose first `n_in` axes are inputs."""
-  return _Conv(lambda s: (math.prod(s[n_in:]), math.prod(s[:n_in])), lambda x, s: x.T.reshape(s))
+def linear(n_in: int) -> Conversion:
+  """Torch (out, in) weight <-> our kernel whose first `n_in` axes are inputs."""
+  return Conversion(lambda s: (math.prod(s[n_in:]), math.prod(s[:n_in])), lambda x, s: x.T.reshape(s),
+                    lambda x: x.reshape(math.prod(x.shape[:n_in]), -1).T)
 
 
-def _dense(hf, ours, kernel=_linear(1), bias=_SAME):
+def dense_rows(hf: str, ours: str, kernel: Conversion = linear(1), bias: Conversion = SAME) -> list:
+  """Table rows (HF name, our param path, conversion) of a torch Linear `hf` and our dense `ours`."""
   return [(f"{hf}.weight", f"{ours}/kernel", kernel), (f"{hf}.bias", f"{ours}/bias", bias)]
 
 
-def _ln(hf, ours):
-  return [(f"{hf}.weight", f"{ours}/scale", _SAME), (f"{hf}.bias", f"{ours}/bias", _SAME)]
+def ln_rows(hf: str, ours: str) -> list:
+  return [(f"{hf}.weight", f"{ours}/scale", SAME), (f"{hf}.bias", f"{ours}/bias", SAME)]
+
+
+def attention_rows(hf: dict, ours: str) -> list:
+  """Rows of one attention block: `hf` names the torch Linear of our query / key / value / out."""
+  qkv = [row for n in ("query", "key", "value") for row in dense_rows(hf[n], f"{ours}/{n}", linear(1), FLAT)]
+  return qkv + dense_rows(hf["out"], f"{ours}/out", linear(2))
 
 
 _EMBEDDINGS = [
-    *[(f"embeddings.{n}.weight", f"embeddings/{n}/embedding", _SAME)
+    *[(f"embeddings.{n}.weight", f"embeddings/{n}/embedding", SAME)
       for n in ("word_embeddings", "position_embeddings", "token_type_embeddings")],
-    *_ln("embeddings.LayerNorm", "embeddings/layer_norm"),
+    *ln_rows("embeddings.LayerNorm", "embeddings/layer_norm"),
 ]
 _LAYER = [  # "{i}" is the layer index
-    *[row for n in ("query", "key", "value")
-      for row in _dense(f"encoder.layer.{{i}}.attention.self.{n}",
-                        f"encoder/layers_{{i}}/self_attention/attention/{n}", _linear(1), _FLAT)],
-    *_dense("encoder.layer.{i}.attention.output.dense", "encoder/layers_{i}/self_attention/attention/out", _linear(2)),
-    *_ln("encoder.layer.{i}.attention.output.LayerNorm", "encoder/layers_{i}/self_attention/layer_norm"),
-    *_dense("encoder.layer.{i}.intermediate.dense", "encoder/layers_{i}/feed_forward/intermediate"),
-    *_dense("encoder.layer.{i}.output.dense", "encoder/layers_{i}/feed_forward/output"),
-    *_ln("encoder.layer.{i}.output.LayerNorm", "encoder/layers_{i}/feed_forward/layer_norm"),
+    *attention_rows({**{n: f"encoder.layer.{{i}}.attention.self.{n}" for n in ("query", "key", "value")},
+                     "out": "encoder.layer.{i}.attention.output.dense"}, "encoder/layers_{i}/self_attention/attention"),
+    *ln_rows("encoder.layer.{i}.attention.output.LayerNorm", "encoder/layers_{i}/self_attention/layer_norm"),
+    *dense_rows("encoder.layer.{i}.intermediate.dense", "encoder/layers_{i}/feed_forward/intermediate"),
+    *dense_rows("encoder.layer.{i}.output.dense", "encoder/layers_{i}/feed_forward/output"),
+    *ln_rows("encoder.layer.{i}.output.LayerNorm", "encoder/layers_{i}/feed_forward/layer_norm"),
 ]
-_POOLER = _dense("pooler.dense", "pooler/dense")
+_POOLER = dense_rows("pooler.dense", "pooler/dense")
 _HEAD = {  # the decoder row applies only to an untied head (the table keeps the rows the config's tree has)
-    "bert": [*_dense("cls.predictions.transform.dense", "mlm_head/dense"),
-             *_ln("cls.predictions.transform.LayerNorm", "mlm_head/layer_norm"),
-             ("cls.predictions.bias", "mlm_head/bias", _SAME),
-             (_DECODER["bert"], "mlm_head/decoder/kernel", _linear(1))],
-    "roberta": [*_dense("lm_head.dense", "mlm_head/dense"),
-                *_ln("lm_head.layer_norm", "mlm_head/layer_norm"),
-                ("lm_head.bias", "mlm_head/bias", _SAME),
-                (_DECODER["roberta"], "mlm_head/decoder/kernel", _linear(1))],
+    "bert": [*dense_rows("cls.predictions.transform.dense", "mlm_head/dense"),
+             *ln_rows("cls.predictions.transform.LayerNorm", "mlm_head/layer_norm"),
+             ("cls.predictions.bias", "mlm_head/bias", SAME),
+             (_DECODER["bert"], "mlm_head/decoder/kernel", linear(1))],
+    "roberta": [*dense_rows("lm_head.dense", "mlm_head/dense"),
+                *ln_rows("lm_head.layer_norm", "mlm_head/layer_norm"),
+                ("lm_head.bias", "mlm_head/bias", SAME),
+                (_DECODER["roberta"], "mlm_head/decoder/kernel", linear(1))],
 }
 # Checkpoint names (normalised) that are safe to drop (the decoder weight only
 # when tied, i.e. equal to the word embeddings); decoder biases only when they
@@ -189,10 +211,15 @@ _IGNORABLE = [
 _DUPLICATE_BIAS = {"cls.predictions.decoder.bias": "cls.predictions.bias", "lm_head.decoder.bias": "lm_head.bias"}
 
 
+def encoder_rows(num_layers: int, pooler: bool = True) -> list:
+  """The table of a `TransformerEncoder` (unrolled layers) without its MLM head, HF names without the base-model
+  prefix; its pooler's rows only with `pooler`."""
+  rows = _EMBEDDINGS + [(h.format(i=i), o.format(i=i), c) for i in range(num_layers) for h, o, c in _LAYER]
+  return rows + (_POOLER if pooler else [])
+
+
 def _table(config: TransformerConfig, family: str):
-  rows = _EMBEDDINGS + [(h.format(i=i), o.format(i=i), c) for i in range(config.num_layers)
-                        for h, o, c in _LAYER]
-  return rows + _POOLER + _HEAD[family]
+  return encoder_rows(config.num_layers) + _HEAD[family]
 
 
 # ------------------------------------------------------------------- reading
@@ -439,7 +466,7 @@ def refuse_non_empty(out_dir: str) -> None:
                             "(give a new or empty directory)")
 
 
-def _write_directory(out_dir: str, write: Callable[[str], None]) -> None:
+def write_directory(out_dir: str, write: Callable[[str], None]) -> None:
   """`write(tmp)` into a temporary sibling of `out_dir`, then rename it to `out_dir` (absent or empty).
 
   A failed or killed write never leaves a half-written `out_dir`; a failed
@@ -474,7 +501,7 @@ def save_imported(out_dir: str, config: TransformerConfig, params: dict) -> None
       ckptr.save(os.path.join(tmp, "params"), params)
     atomic.write_text(os.path.join(tmp, "config.json"), config.to_json())
 
-  _write_directory(out_dir, write)
+  write_directory(out_dir, write)
 
 
 IMPORTED = "an `xtreme-jax import-hf` / `export-encoder` / `export-veco` / `export-seq2seq` output (config.json + params)"
