@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import errno
 import importlib.metadata
 import logging
 import os
@@ -218,6 +219,29 @@ def test_version_and_unknown_commands_are_one_line(capsys):
   assert capsys.readouterr().err.splitlines() == [
       "error: Gin syntax error (--gin.RUN_DIR=/tmp/x): Unable to parse value. (a string value needs its own quotes: "
       "--gin.NAME=\"'text'\")"]
+
+
+def test_os_errors_a_user_can_fix_are_one_line_naming_the_path(tmp_path, capsys):
+  (tmp_path / "file").write_text("")
+  assert cli.main(["run", f"--gin_file={SAMPLE}", f"--gin.RUN_DIR='{tmp_path}/file/run'"]) == 2
+  assert capsys.readouterr().err.splitlines() == [
+      f"error: {tmp_path}/file/run: Not a directory (a part of the path is a file, not a folder)"]
+
+  def full_disk(argv):  # as a library (orbax) wraps it
+    try:
+      raise OSError(errno.ENOSPC, "No space left on device", "/runs/r/checkpoints/8")
+    except OSError as e:
+      raise RuntimeError("background save failed") from e
+  assert errors.run_cli(full_disk, []) == 2
+  assert capsys.readouterr().err == ("error: /runs/r/checkpoints/8: No space left on device (the disk is full: "
+                                     "free some space or write elsewhere)\n")
+  with pytest.raises(RuntimeError):
+    errors.run_cli(full_disk, ["--debug"])
+
+  def reset(argv):
+    raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
+  with pytest.raises(ConnectionResetError):  # not something the user can fix: a traceback
+    errors.run_cli(reset, [])
 
 
 # --- logging -------------------------------------------------------------------------------------------------------

@@ -5,8 +5,10 @@ folder, an incompatible checkpoint) is a `UserError` whose message is one line
 naming the file, line, key or language and what was expected. The CLI prints
 `error: <message>` and exits with `exit_code` (2; 75 for a run directory in
 use, 128 + N for a stop by signal N) without a traceback;
-`--debug` or `XTREME_JAX_DEBUG=1` shows it. Anything else is a bug and keeps
-its traceback.
+`--debug` or `XTREME_JAX_DEBUG=1` shows it. An OS error the user can fix (a
+full disk, a read-only or forbidden folder, a file where a folder should be;
+`OS_ERROR_HINTS`) is reported the same way, naming the path. Anything else is
+a bug and keeps its traceback.
 
 The subclasses also derive from the built-in exception a caller would expect
 (`ValueError`, `FileNotFoundError`), so `except ValueError` keeps working.
@@ -15,6 +17,7 @@ The subclasses also derive from the built-in exception a caller would expect
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from typing import Callable, Optional, Sequence
@@ -85,3 +88,40 @@ def run_cli(command: Callable[[list[str]], int], argv: Sequence[str]) -> int:
       raise
     print(f"error: {one_line(str(e))}", file=sys.stderr)
     return e.exit_code
+  except Exception as e:  # noqa: BLE001 - an OS error the user can fix is one line; anything else is a bug
+    cause = user_os_error(e)
+    if debug or cause is None:
+      raise
+    print(f"error: {one_line(os_error_message(cause))}", file=sys.stderr)
+    return UserError.exit_code
+
+
+# errno -> what the user can do about it
+OS_ERROR_HINTS = {
+    errno.ENOSPC: "the disk is full: free some space or write elsewhere",
+    errno.EDQUOT: "the disk quota is used up: free some space or write elsewhere",
+    errno.EROFS: "the file system is read-only: write elsewhere",
+    errno.EACCES: "permission denied: write elsewhere or change the permissions",
+    errno.EPERM: "operation not permitted: write elsewhere or change the permissions",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "expected a file, found a folder",
+    errno.ENAMETOOLONG: "the name is too long",
+}
+
+
+def user_os_error(error: BaseException) -> Optional[OSError]:
+  """The OS error the user can fix (full disk, read-only or forbidden folder, a file where a folder should be)
+  that `error` is or was raised from (libraries such as orbax wrap it); None if there is none."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    if isinstance(error, OSError) and error.errno in OS_ERROR_HINTS:
+      return error
+    error = error.__cause__ or error.__context__
+  return None
+
+
+def os_error_message(error: OSError) -> str:
+  """`<path>: <what the OS said> (<what to do>)`."""
+  path = error.filename if error.filename is not None else "(path not known)"
+  return f"{path}: {error.strerror or error} ({OS_ERROR_HINTS[error.errno]})"
