@@ -124,6 +124,11 @@ def test_conllu_malformed_lines_name_file_and_line(tmp_path):
   path.write_text("1\tw\t_\tNOUN\t_\t_\t0\troot\t_\n", encoding="utf-8")
   with pytest.raises(errors.DataError, match=r"x.conllu:1: sentence x.conllu:1: 9 tab-separated fields"):
     conllu.read(str(path))
+  path.write_text("# sent_id = s1\n1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"
+                  "3\tsleeps\tsleep\tVREB\t_\t_\t0\troot\t_\t_\n\n", encoding="utf-8")
+  with pytest.raises(errors.DataError, match=r"x.conllu:4: sentence s1: UPOS 'VREB'; expected one of the 17 UD "
+                                             r"tags \(ADJ ADP .* X\)$"):
+    conllu.read(str(path))
 
 
 def _rows(words, heads):

@@ -13,7 +13,8 @@ that cannot hold it all); a kept word whose head was cut away gets head -1.
 
 Gold trees are checked: heads within the sentence, exactly one word attached
 to the root (0) and no cycle; a violation, like a malformed line (not 10
-tab-separated fields, a non-numeric ID or HEAD, IDs out of order), is an
+tab-separated fields, a non-numeric ID or HEAD, IDs out of order, a UPOS
+tag that is not one of UD's 17), is an
 `errors.DataError` naming the file, the line and the sentence id.
 """
 
@@ -24,6 +25,7 @@ from typing import Optional
 
 from xtreme_jax import errors
 from xtreme_jax.data.xtreme_readers import numbered_lines
+from xtreme_jax.registry.xtreme import UPOS_TAGS
 
 FIELDS = 10
 
@@ -106,5 +108,7 @@ def read(path: str, check_trees: bool = True) -> list[dict]:
       continue  # a multi-word token's surface line or an empty node
     if not cols[0].isdigit():
       raise _fail(path, n, sentence, f"ID {cols[0]!r}; expected a word number, a range (1-2) or a decimal (1.1)")
+    if cols[3] not in UPOS_TAGS:
+      raise _fail(path, n, sentence, f"UPOS {cols[3]!r}; expected one of the 17 UD tags ({' '.join(UPOS_TAGS)})")
     rows.append((n, cols))
   return out
