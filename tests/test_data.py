@@ -80,8 +80,11 @@ def test_mlm_source_errors(tmp_path):
   with pytest.raises(FileNotFoundError, match="nothing_here"):
     _ = sample_source(files=("nothing_here/*.txt",)).chunks
   (tmp_path / "empty.txt").write_text("\n\n")
-  with pytest.raises(ValueError, match="hold no text"):
+  with pytest.raises(errors.DataError, match=r"empty\.txt holds no text; expected one sentence"):
     _ = sample_source(files=(str(tmp_path / "empty.txt"),)).chunks
+  (tmp_path / "de.txt").write_text("Der Fluss.\n")  # a language whose file is empty is not dropped without a word
+  with pytest.raises(errors.DataError, match=r"empty\.txt holds no text"):
+    _ = sample_source(files=(str(tmp_path / "*.txt"),)).chunks
   (tmp_path / "latin1.txt").write_bytes(b"gut\n\xfcber\n")
   with pytest.raises(errors.DataError, match=r"latin1\.txt:2 \(byte 4\): not UTF-8 \(byte 0xfc"):
     _ = sample_source(files=(str(tmp_path / "latin1.txt"),)).chunks

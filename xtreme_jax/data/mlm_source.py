@@ -77,6 +77,9 @@ class MlmTextSource(IndexedSource):
     for path in _expand(paths.resolve(self.data_dir, f) for f in self.files):
       lines = text.read_utf8(path).split("\n")
       stream = [i for line in lines if line.strip() for i in self.vocab.encode(line.strip())]
+      if not stream:
+        raise errors.DataError(f"{path} holds no text; expected one sentence or document per line (remove it from "
+                               f"{self.files} to train without it)")
       for start in range(0, len(stream), body):
         piece = [self.vocab.cls_id] + stream[start:start + body] + [self.vocab.sep_id]
         rows.append(piece + [self.vocab.pad_id] * (self.seq_len - len(piece)))
