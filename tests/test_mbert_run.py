@@ -182,3 +182,15 @@ def test_gold_pos_parsing_is_the_parser_with_the_gold_tags():
   params = kind.model(spec, TINY).init(jax.random.PRNGKey(0), batch)
   assert "upos_embedding" in params and "upos_embedding" not in task_kinds.of(MBERT.task("parsing")).model(
       MBERT.task("parsing"), TINY).init(jax.random.PRNGKey(0), batch)
+
+
+def test_freezing_more_layers_than_the_model_has_stops_before_any_training(tmp_path, capsys):
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/mbert_paper_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.TASKS=('mldoc', 'pos')", "--gin.FREEZE_BOTTOM=5"]) == 2
+  finally:
+    gin.clear_config(clear_constants=True)
+  assert capsys.readouterr().err.splitlines() == [
+      "error: freezing the bottom 5 layers, but the encoder has 2: FREEZE_BOTTOM must be 0..2 (0: the embeddings only)"]
+  assert not (tmp_path / "run_config.json").exists() and not (tmp_path / "models").exists()

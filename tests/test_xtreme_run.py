@@ -568,6 +568,21 @@ def test_official_retrieval_layers():
   assert (runner.retrieval_layer("bucc2018"), runner.retrieval_layer("tatoeba")) == (1, 0)
 
 
+def test_a_malformed_file_of_a_later_task_stops_the_run_before_it_claims_its_directory(tmp_path, capsys):
+  """Every file the run will read is read before any training, so a bad one costs no training and leaves the
+  run directory unclaimed: the corrected command is not refused."""
+  data = tmp_path / "data"
+  shutil.copytree(SAMPLE, data)
+  dev = data / "udpos" / "dev-de.tsv"  # read only by udpos's dev selection, after xnli has trained
+  dev.write_text(dev.read_text(encoding="utf-8").replace("\tNOUN\n", "\tNOUNS\n", 1), encoding="utf-8")
+  run = tmp_path / "run"
+  rc, _ = _run(f"--gin.RUN_DIR='{run}'", f"--gin.DATA_DIR='{data}'", "--gin.TASKS=('xnli', 'udpos')")
+  assert rc == 2
+  (line,) = capsys.readouterr().err.splitlines()
+  assert line.startswith(f"error: {dev}:") and "NOUNS" in line
+  assert not (run / "run_config.json").exists() and not (run / "models").exists()
+
+
 def test_settings_are_checked_with_one_line_errors():
   with pytest.raises(errors.ConfigError, match=r"^FinetuneSettings.setting = 'bogus': expected one of"):
     xtreme.FinetuneSettings(setting="bogus")

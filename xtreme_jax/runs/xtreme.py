@@ -154,7 +154,7 @@ from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec,
 from xtreme_jax.runs import filter_kinds, soft_labels, task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
-from xtreme_jax.training.optim import OptimizerConfig
+from xtreme_jax.training.optim import OptimizerConfig, check_frozen_depth
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training import validation as v
 from xtreme_jax.training.trainer import PlateauSchedule, Trainer, TrainerConfig
@@ -705,10 +705,11 @@ class XtremeRunner:
     return "test"
 
   def check_inputs(self, task: str, language: str) -> None:
-    """The test data of (task, language) and the training data of its model exist; a translated test set
-    can be matched to the original (`XtremeData.check_translate_test`) and is aligned with it (line count,
-    or question ids: `xtreme_translations.check_translate_test_ids`). Raises `errors.ConfigError` /
-    `errors.MissingInputError` / `errors.DataError`."""
+    """The test data of (task, language), the training and dev data of its model exist and read (each file is
+    read once here, before any compilation, so a malformed one stops the run before it claims its directory);
+    a translated test set can be matched to the original (`XtremeData.check_translate_test`) and is aligned with
+    it (line count, or question ids: `xtreme_translations.check_translate_test_ids`). Raises
+    `errors.ConfigError` / `errors.MissingInputError` / `errors.DataError`."""
     split = self.test_split(task, language)
     if split == "translate_test":
       self.data.check_translate_test(task)
@@ -719,8 +720,9 @@ class XtremeRunner:
       if not self.available(*src):
         raise errors.MissingInputError(f"{src[0]} {src[2]} data for {src[1]} not found: expected "
                                        f"{self.data.location(*src)}")
-    if split == "translate_test" or (self.filtering and task not in RETRIEVAL_TASKS):
-      self.read(task, language, split)  # reading checks the alignment with the original test set / the pairs
+    selection = self.selection(task) if task not in RETRIEVAL_TASKS else None
+    for src in dict.fromkeys(needed + list(selection["dev"] if selection else ())):
+      self.read(*src)  # a malformed file (or a translation not aligned with its original) stops the run here
 
   # -- fine-tuned models -----------------------------------------------------
 
@@ -1319,6 +1321,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
                f"layers are 0 (embeddings) .. {config.num_layers}")
     else:
       seq_len = runner.recipe(task).seq_len
+      check_frozen_depth(runner.recipe(task).optimizer.freeze, config.num_layers)
     _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
              f"(max_positions={config.max_positions}); lower the task's seq_len")
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}

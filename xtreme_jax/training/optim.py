@@ -108,9 +108,13 @@ def freeze_bottom(num_layers: Optional[int]) -> Optional[str]:
 
 
 def _check_frozen_layers(pattern: str, paths: list[str]) -> None:
-  """Refuses a pattern naming encoder layers the model does not have (`freeze_bottom` beyond its depth)."""
-  named = [int(i) for group in re.findall(r"layers_\(([\d|]+)\)", pattern) for i in group.split("|")]
-  depth = len({m.group(1) for p in paths if (m := re.search(r"(?:^|/)encoder/layers_(\d+)/", p))})
+  """Refuses a pattern naming encoder layers the model (its parameter `paths`) does not have."""
+  check_frozen_depth(pattern, len({m.group(1) for p in paths if (m := re.search(r"(?:^|/)encoder/layers_(\d+)/", p))}))
+
+
+def check_frozen_depth(pattern: Optional[str], depth: int) -> None:
+  """Refuses a freeze pattern naming encoder layers beyond `depth` (`freeze_bottom` beyond the model)."""
+  named = [int(i) for group in re.findall(r"layers_\(([\d|]+)\)", pattern or "") for i in group.split("|")]
   if named and max(named) >= depth:
     raise errors.ConfigError(f"freezing the bottom {max(named) + 1} layers, but the encoder has {depth}: "
                              f"FREEZE_BOTTOM must be 0..{depth} (0: the embeddings only)")
