@@ -221,6 +221,48 @@ def test_a_held_lock_is_renewed_and_a_taken_over_one_is_let_go(gcs, monkeypatch,
     locks.release(path)
 
 
+def test_a_holder_whose_lock_was_taken_over_or_deleted_is_told_to_stop_and_leaves_the_new_lock(gcs, monkeypatch):
+  """The loss is recorded (`lost`), `check_held` raises the one-line "in use" error (exit 75) that stops the
+  trainer at its next step, and neither release nor process exit deletes the lock object of the run that took
+  it over."""
+  monkeypatch.setattr(locks, "HEARTBEAT_S", 0.05)
+  path = f"{RUN}/.lock"
+  other = "host other pid 8 since T seen T token z\n"
+
+  def lose(write):  # until the renewal has seen it (a renewal under way may write over a takeover once)
+    deadline = time.time() + 10
+    while locks.lost(path) is None and time.time() < deadline:
+      write()
+      time.sleep(0.1)
+    time.sleep(0.2)
+    write()
+
+  locks.acquire(path, RUN)
+  try:
+    assert locks.lost(path) is None
+    locks.check_held()  # its own lock: nothing to say
+    lose(lambda: fs.write_bytes(path, other.encode("utf-8")))
+    with pytest.raises(RunDirectoryInUseError) as stopped:
+      locks.check_held()
+    assert stopped.value.exit_code == 75 and str(stopped.value) == (
+        f"{RUN} is in use by host other pid 8 since T (lock file {path}): another run took over this run's lock, "
+        "so this run stops without saving; wait for that run to end or use another RUN_DIR")
+    locks._release_remote_at_exit()  # (what process exit runs)
+    assert fs.read_text(path) == other
+  finally:
+    locks.release(path)
+  assert fs.read_text(path) == other and not locks.held(path) and locks.lost(path) is None
+  locks.check_held()
+  fs.remove(path)
+  with RunDirectory(RUN, {"a": 1}):  # deleted (someone's `gsutil rm`): lost as well
+    lose(lambda: fs.remove(path, missing_ok=True))
+    with pytest.raises(RunDirectoryInUseError, match=rf"^{RUN} is no longer locked by this run: its lock file "
+                                                       rf"{RUN}/.lock was deleted, so this run stops without saving"):
+      locks.check_held()
+    fs.write_bytes(path, other.encode("utf-8"))  # a new run took it meanwhile
+  assert fs.read_text(path) == other
+
+
 def test_lock_written_over_by_another_run_is_refused(gcs, monkeypatch):
   write = fs.write_bytes
   monkeypatch.setattr(fs, "write_bytes", lambda path, data: write(path, b"host other pid 7 since T token z\n"))

@@ -173,3 +173,35 @@ def test_processes_on_two_hosts_refuse_a_local_run_directory(tmp_path):
                                            "are on 2 hosts: give a directory every host reaches, e.g. "
                                            "RUN_DIR=gs://BUCKET/run"}
   assert not (tmp_path / "run").exists()
+
+
+def test_several_processes_leave_sigterm_to_the_preemption_sync_even_when_one_slot_feeds_every_row(
+    tmp_path, monkeypatch):
+  """A model axis across the hosts (mesh (1, 4)) gives every process the one feed slot (0, 1); with two
+  processes (simulated) `fit` still installs no per-process signal handlers, which could stop the processes at
+  different steps: orbax's preemption sync point stops them together. One process installs them."""
+  import jax
+  from conftest import RandomMlmSource
+  from test_training import make_trainer
+  from xtreme_jax.training import trainer as trainer_module
+  installed = []
+
+  class Decided(Exception):
+    pass
+
+  def record(install=True):
+    installed.append(install)
+    raise Decided
+
+  trainer = make_trainer(tmp_path, layout="tensor_parallel", mesh=(1, 4))
+  try:
+    assert trainer.feed_slot == (0, 1)
+    monkeypatch.setattr(trainer_module, "stop_signals", record)
+    for processes in (2, 1):
+      monkeypatch.setattr(jax, "process_count", lambda: processes)
+      with pytest.raises(Decided):
+        trainer.fit(RandomMlmSource())
+  finally:
+    monkeypatch.undo()
+    trainer.close()
+  assert installed == [False, True]

@@ -321,6 +321,53 @@ def test_sigint_is_recorded_then_the_old_handler_returns():
   assert errors.run_cli(preempted, []) == 130
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class TakingOverSource(RandomMlmSource):
+  """While producing batch `at`, another run takes over the lock object `lock` (until this run's renewal saw it)."""
+
+  at: int = 2
+  lock: str = ""
+
+  def batch(self, position, host_index=0, host_count=1):
+    if position == self.at:
+      import time
+      from xtreme_jax.training import locks
+      deadline = time.time() + 10
+      while locks.lost(self.lock) is None and time.time() < deadline:
+        atomic.write_text(self.lock, "host new-vm pid 9 since T seen T token n\n")
+        time.sleep(0.05)
+    return super().batch(position, host_index, host_count)
+
+
+def test_a_run_whose_lock_another_run_took_over_stops_at_the_next_step_without_saving(tmp_path, monkeypatch):
+  """Two live runs never share a directory: once the run's renewal finds its lock object (gs://; here a folder
+  stands in for the bucket) taken over, `fit` stops at the next step boundary with the one-line "in use" error
+  (exit 75), saves nothing, and release leaves the lock of the run that took it over."""
+  import types
+  from xtreme_jax import fs
+  from xtreme_jax.training import locks
+  bucket = types.SimpleNamespace(is_remote=lambda path: True, read_text=fs.read_text, remove=fs.remove,
+                                 write_bytes=atomic.write_bytes)  # whole objects, as GCS writes them
+  monkeypatch.setattr(locks, "fs", bucket)
+  monkeypatch.setattr(locks, "HEARTBEAT_S", 0.05)
+  lock = str(tmp_path / ".lock")
+  locks.acquire(lock, "gs://b/runs/taken")
+  try:
+    with pytest.raises(RunDirectoryInUseError) as stopped:
+      _fit(tmp_path / "run", TakingOverSource(at=2, lock=lock), steps=10, every=5)
+  finally:
+    locks.release(lock)
+  assert stopped.value.exit_code == 75 and str(stopped.value).startswith(
+      f"gs://b/runs/taken is in use by host new-vm pid 9 since T (lock file {lock}): another run took over this "
+      "run's lock, so this run stops without saving")
+  assert not list((tmp_path / "run" / "checkpoints").glob("[0-9]*"))  # nothing saved after the takeover
+  assert fs.read_text(lock).startswith("host new-vm ")  # its lock stays
+
+  def in_use(argv):
+    raise stopped.value
+  assert errors.run_cli(in_use, []) == 75
+
+
 # -- metric writers ---------------------------------------------------------------------------
 
 def test_in_memory_run_imports_no_tensorflow_and_writes_metrics_jsonl(tmp_path, straight):

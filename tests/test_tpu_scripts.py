@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shlex
 import subprocess
+import time
 
 import pytest
 
@@ -21,6 +23,7 @@ ENV = {"TPU_NAME": "my-tpu", "ZONE": "us-east1-d", "PROJECT": "my-proj", "STAMP"
        "REPO_URL": "https://example.com/xtreme-jax.git", "COMMIT": "0123abcd"}
 SSH = "gcloud compute tpus tpu-vm ssh my-tpu --zone us-east1-d --project my-proj --worker all --command "
 SCP = "gcloud compute tpus tpu-vm scp --recurse --zone us-east1-d --project my-proj --worker "
+DESCRIBE = "gcloud compute tpus tpu-vm describe my-tpu --zone us-east1-d --project my-proj --format 'value(state)'"
 ENTER = ("cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
          "{ ! pgrep -f '\\''bin/[x]treme-jax run'\\'' > /dev/null || { echo \"error: an xtreme-jax run already uses"
          " this TPU VM (pgrep -af xtreme-jax lists it)\" >&2; exit 3; }; } && ")
@@ -51,7 +54,9 @@ def sh(tmp_path):
             f'n=$(ls {calls} | wc -l); printf "%s\\0" "$@" > {calls}/$(printf %03d "$n");'
             ' case $* in *ipAddress*) echo 10.0.0.2 ;; *describe*state.state*) if [ -n "${QR_FILE-}" ]; then'
             ' read -r now rest < "$QR_FILE"; echo "$now"; [ -z "$rest" ] || echo "$rest" > "$QR_FILE";'
-            ' else echo ACTIVE; fi ;; *describe*) echo 2 ;; esac')
+            ' else echo ACTIVE; fi ;; *"value(state)"*) if [ "${NODE_STATE:-READY}" = GONE ]; then echo "ERROR:'
+            ' (gcloud.compute.tpus.tpu-vm.describe) NOT_FOUND: Resource my-tpu was not found" >&2; exit 1; fi;'
+            ' echo "${NODE_STATE:-READY}" ;; *describe*) echo 2 ;; esac')
     _write_exe(bin_dir / "gcloud", f"#!/usr/bin/env bash\n{fake}\n")
     full_env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"),
                 "LC_ALL": "C", **ENV, **env}
@@ -92,18 +97,23 @@ def _on_worker(tmp_path, command: str, name: str = "worker") -> pathlib.Path:
 
 
 def test_dry_run_prints_the_exact_gcloud_commands(sh):
+  # v4: autocheckpoint by default (gcloud's alpha track); AUTOCHECKPOINT=0 turns it off.
   assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1")) == [
-      "gcloud compute tpus queued-resources create my-tpu-qr --zone us-east1-d --project my-proj --node-id my-tpu"
-      " --accelerator-type v4-32 --runtime-version tpu-ubuntu2204-base --spot",
+      "gcloud alpha compute tpus queued-resources create my-tpu-qr --zone us-east1-d --project my-proj --node-id"
+      " my-tpu --accelerator-type v4-32 --runtime-version tpu-ubuntu2204-base --spot --autocheckpoint-enabled",
       "gcloud compute tpus queued-resources describe my-tpu-qr --zone us-east1-d --project my-proj"
       " --format 'value(state.state)'"]
-  assert _lines(sh("create", "--dry-run", SPOT="1", AUTOCHECKPOINT="1"))[0].startswith(
-      "gcloud alpha compute tpus queued-resources create my-tpu-qr ")
-  assert _lines(sh("create", "--dry-run", SPOT="1", AUTOCHECKPOINT="1"))[0].endswith(
-      " --spot --autocheckpoint-enabled")
+  assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1", AUTOCHECKPOINT="0"))[0] == (
+      "gcloud compute tpus queued-resources create my-tpu-qr --zone us-east1-d --project my-proj --node-id my-tpu"
+      " --accelerator-type v4-32 --runtime-version tpu-ubuntu2204-base --spot")
+  assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="0", AUTOCHECKPOINT="0"))[0].endswith(
+      " --runtime-version tpu-ubuntu2204-base")  # SPOT=0: on demand
   assert _lines(sh("create", "--dry-run", ACCELERATOR="v4-32", SPOT="1", QUEUED="0")) == [
-      "gcloud compute tpus tpu-vm create my-tpu --zone us-east1-d --project my-proj --accelerator-type v4-32"
-      " --version tpu-ubuntu2204-base --spot"]
+      "gcloud alpha compute tpus tpu-vm create my-tpu --zone us-east1-d --project my-proj --accelerator-type v4-32"
+      " --version tpu-ubuntu2204-base --spot --autocheckpoint-enabled"]
+  for setting, value in (("SPOT", "yes"), ("AUTOCHECKPOINT", "on")):
+    proc = sh("create", "--dry-run", check=False, **{setting: value})
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.startswith(f"error: {setting} must be 1 ")
   setup, = _lines(sh("setup", "--dry-run"))
   assert setup.startswith(SSH) and _remote_command(setup).startswith(
       "set -e; [ -d ~/xtreme-jax ] || git clone -q https://example.com/xtreme-jax.git ~/xtreme-jax; cd ~/xtreme-jax;"
@@ -133,27 +143,32 @@ def test_dry_run_prints_the_exact_gcloud_commands(sh):
   assert _lines(sh("teardown", "--dry-run", PROJECT="", QUEUED="0")) == [
       "gcloud compute tpus tpu-vm delete my-tpu --zone us-east1-d --quiet"]
   assert _lines(sh("teardown", "--collect", "gs://b/runs/x", "--dry-run", NUM_WORKERS="1")) == [
-      SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/x/worker0",
+      DESCRIBE, SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/x/worker0",
       "gcloud storage rsync --recursive --exclude '(^|.*/)(checkpoints|best|averaged)/.*' gs://b/runs/x"
       " tpu_logs/x/x",
       "gcloud compute tpus queued-resources delete my-tpu-qr --zone us-east1-d --project my-proj --force --quiet"]
-  assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud compute tpus queued-resources create my-tpu-qr")
+  assert _lines(sh("create", DRY_RUN="1"))[0].startswith("gcloud alpha compute tpus queued-resources create my-tpu-qr")
 
 
-def test_the_runtime_follows_the_accelerator(sh):
-  for accelerator, runtime in (("v4-32", "tpu-ubuntu2204-base"), ("v5litepod-16", "v2-alpha-tpuv5-lite"),
-                               ("v5p-16", "v2-alpha-tpuv5"), ("v6e-16", "v2-alpha-tpuv6e")):
+def test_the_runtime_and_autocheckpoint_follow_the_accelerator(sh):
+  """Autocheckpoint is on where Cloud TPU offers it (v2-v4, v5e: its Autocheckpoint page), off elsewhere."""
+  for accelerator, runtime, autocheckpoint in (
+      ("v4-32", "tpu-ubuntu2204-base", True), ("v3-8", "tpu-ubuntu2204-base", True),
+      ("v5litepod-16", "v2-alpha-tpuv5-lite", True), ("v5p-16", "v2-alpha-tpuv5", False),
+      ("v6e-16", "v2-alpha-tpuv6e", False)):
     line = _lines(sh("create", "--dry-run", ACCELERATOR=accelerator))[0]
-    assert line.endswith(f"--accelerator-type {accelerator} --runtime-version {runtime}")
-  line = _lines(sh("create", "--dry-run", ACCELERATOR="v6e-16", RUNTIME="my-image"))[0]
-  assert line.endswith("--runtime-version my-image")
+    assert line.endswith(f"--accelerator-type {accelerator} --runtime-version {runtime}"
+                         + " --autocheckpoint-enabled" * autocheckpoint)
+    assert line.startswith("gcloud alpha " if autocheckpoint else "gcloud compute ")
+  line = _lines(sh("create", "--dry-run", ACCELERATOR="v6e-16", RUNTIME="my-image", AUTOCHECKPOINT="1"))[0]
+  assert line.endswith("--runtime-version my-image --autocheckpoint-enabled")
 
 
 def test_create_waits_for_the_queued_resource_and_stops_on_a_failed_one(sh, tmp_path):
   states = tmp_path / "states"  # what the stand-in gcloud answers, one state a call
   states.write_text("WAITING_FOR_RESOURCES PROVISIONING ACTIVE\n")
   proc = sh("create", gcloud="record", QR_FILE=str(states), POLL_S="0")
-  assert [c[3] for c in sh.calls()] == ["create", "describe", "describe", "describe"]
+  assert [c[c.index("queued-resources") + 1] for c in sh.calls()] == ["create", "describe", "describe", "describe"]
   assert "queued resource my-tpu-qr: PROVISIONING; asking again in 0 s" in proc.stderr
   assert proc.stderr.strip().endswith("my-tpu is ready (queued resource my-tpu-qr)")
   states.write_text("WAITING_FOR_RESOURCES FAILED\n")
@@ -201,7 +216,7 @@ def test_setup_installs_the_commit_in_a_python_3_11_venv_pins_jax_tpu_and_checks
 
 def test_collect_makes_one_new_folder_per_run_and_worker(sh):
   lines = _lines(sh("collect", "--dry-run", "gs://bucket/runs/xnli/", NUM_WORKERS="2"))
-  assert lines == [SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker0",
+  assert lines == [DESCRIBE, SCP + "0 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker0",
                    SCP + "1 'my-tpu:~/xtreme-jax-logs' tpu_logs/xnli/worker1",
                    "gcloud storage rsync --recursive --exclude '(^|.*/)(checkpoints|best|averaged)/.*'"
                    " gs://bucket/runs/xnli tpu_logs/xnli/xnli"]
@@ -222,6 +237,19 @@ def test_collect_makes_one_new_folder_per_run_and_worker(sh):
                            "--project", "my-proj", "--format", "value(networkEndpoints.len())"]
   proc = sh("collect", "--dry-run", check=False)
   assert proc.returncode == 2 and proc.stderr.strip().startswith("error: a dry run does not ask gcloud")
+
+
+def test_teardown_collect_copies_a_gs_run_dir_and_deletes_a_dead_slice(sh):
+  """A slice that is gone (NOT_FOUND) or not READY (a suspended spot slice's VM): no scp of its workers' logs (the
+  uploaded ones come with the run dir's tpu_logs/), the run dir is copied, and the slice is deleted."""
+  for state, says in (("GONE", "gone (NOT_FOUND)"), ("PREEMPTED", "PREEMPTED")):
+    done = len(os.listdir(sh.work.parent / "calls"))
+    proc = sh("teardown", "--collect", "gs://b/runs/x", gcloud="record", NODE_STATE=state)
+    assert [c[:4] for c in sh.calls()[done:]] == [
+        ["compute", "tpus", "tpu-vm", "describe"], ["storage", "rsync", "--recursive", "--exclude"],
+        ["compute", "tpus", "queued-resources", "delete"]]
+    assert f"my-tpu is {says}: its workers' logs are not copied (launch.sh and sweep.sh upload them to" \
+           " gs://b/runs/x/tpu_logs)" in proc.stderr
 
 
 @pytest.mark.parametrize("script,args,env", [
@@ -319,45 +347,76 @@ def test_sweep_refuses_bad_input_with_one_line(sh, args, env, message):
 # -- launch.sh --restart, against a stand-in slice ---------------------------------------------------------------
 
 # The stand-in gcloud of the restart tests: records each call; answers the queued resource's state from $STATES
-# (one word a call, the last one kept; ERROR: the query fails); runs an ssh command that starts `xtreme-jax run` in the worker home
-# $WORKER (and waits for it), records any other; `storage rsync` / `storage cat` work on the folder $BUCKET.
-SLICE = r'''#!/usr/bin/env bash
+# (one word a call, the last one kept; ERROR: the query fails as on a network or auth failure; GONE: NOT_FOUND);
+# worker 0's address from $IP (a create gives the new slice another one); runs an ssh command that starts
+# `xtreme-jax run` on worker i in the home $WORKERS/w<i> ("all": w0), and waits for it, unless the next word of
+# $FAILS is an exit status (not "ok"): then that ssh fails with it; records any other ssh command. `storage
+# rsync` / `cat` / `ls` work on the folder $BUCKET, where the first $BUCKET/.failing_uploads rsyncs fail.
+SLICE = r"""#!/usr/bin/env bash
 printf '%s\0' "$@" > "$CALLS/$(printf %03d "$(ls "$CALLS" | wc -l)")"
+pop() { read -r first rest < "$1"; [ -z "$rest" ] || echo "$rest" > "$1"; echo "$first"; }
 case $* in
-  *queued-resources\ describe*)  # ERROR: the query fails
-    read -r now rest < "$STATES"; [ -z "$rest" ] || echo "$rest" > "$STATES"; [ "$now" != ERROR ] || exit 1
+  *queued-resources\ describe*)
+    now=$(pop "$STATES")
+    say="ERROR: (gcloud.compute.tpus.queued-resources.describe)"
+    case $now in
+      ERROR) echo "$say There was a problem refreshing your current auth tokens" >&2; exit 1 ;;
+      GONE) echo "$say NOT_FOUND: Resource 'projects/my-proj/locations/us-east1-d/queuedResources/my-tpu-qr' was"\
+" not found" >&2; exit 1 ;;
+    esac
     echo "$now" ;;
+  *queued-resources\ create*) echo 10.0.0.9 > "$IP" ;;
+  *tpu-vm\ describe*ipAddress*) cat "$IP" ;;
   *tpu-vm\ ssh*)
-    command=${!#}
+    command=${!#} worker=0
+    for ((i = 1; i < $#; i++)); do j=$((i + 1)); [ "${!i}" != --worker ] || worker=${!j}; done
+    [ "$worker" != all ] || worker=0
     case $command in *"xtreme-jax run"*)
-      HOME=$WORKER PATH="$WORKER/stub:$PATH" bash -c "$command"$'\nwait' ;; esac ;;
+      fail=$(pop "$FAILS")
+      [ "$fail" = ok ] || exit "$fail"
+      home=$WORKERS/w$worker
+      HOME=$home PATH="$home/stub:$PATH" bash -c "$command"$'\nwait' ;; esac ;;
   storage\ rsync*)
+    failing=$(cat "$BUCKET/.failing_uploads" 2> /dev/null || echo 0)
+    if [ "$failing" -gt 0 ]; then echo $((failing - 1)) > "$BUCKET/.failing_uploads"; exit 1; fi
     dest=$BUCKET/${5#gs://}; mkdir -p "$dest"; cp -r "$4/." "$dest/" ;;
   storage\ cat*)
     cat "$BUCKET/${3#gs://}" ;;
+  storage\ ls*)
+    path=$BUCKET/${!##gs://}; [ -e "$path" ] || exit 1
+    [ "$3" != -l ] || stat -c '%s %y' "$path" ;;
 esac
-'''
+"""
 
 
 @pytest.fixture
 def pod(tmp_path):
-  """pod(*launch_args, states=..., codes=..., **env) -> CompletedProcess of `launch.sh --restart` against a
-  stand-in one-worker slice whose `xtreme-jax run` exits with each of `codes` in turn."""
+  """pod(*launch_args, states=..., codes=..., workers=1, fails="ok", **env) -> CompletedProcess of `launch.sh
+  --restart` against a stand-in slice of `workers` workers (NUM_WORKERS) whose `xtreme-jax run` exits with each
+  of `codes` in turn (one string for every worker, or a list of one per worker)."""
   tmp_path = tmp_path / "pod"
-  bin_dir, calls, bucket, worker = (tmp_path / n for n in ("bin", "calls", "bucket", "worker"))
-  for d in (bin_dir, calls, bucket, worker / "xtreme-jax", worker / "venv" / "bin", worker / "stub"):
+  bin_dir, calls, bucket = (tmp_path / n for n in ("bin", "calls", "bucket"))
+  for d in (bin_dir, calls, bucket):
     d.mkdir(parents=True)
-  (worker / "venv" / "bin" / "activate").write_text("")
   _write_exe(bin_dir / "gcloud", SLICE)
-  _write_exe(worker / "stub" / "xtreme-jax", '#!/usr/bin/env bash\necho "run $*"\n'
-             'read -r code rest < ~/codes; echo "$rest" > ~/codes; exit "$code"\n')
 
-  def run(*args, states, codes, **env):
+  def run(*args, states, codes, workers=1, fails="ok", **env):
     (tmp_path / "states").write_text(states + "\n")
-    (worker / "codes").write_text(codes + "\n")
+    (tmp_path / "fails").write_text(fails + "\n")
+    (tmp_path / "ip").write_text("10.0.0.5\n")
+    for i, worker_codes in enumerate([codes] * workers if isinstance(codes, str) else codes):
+      home = tmp_path / "workers" / f"w{i}"
+      for d in (home / "xtreme-jax", home / "venv" / "bin", home / "stub"):
+        d.mkdir(parents=True, exist_ok=True)
+      (home / "venv" / "bin" / "activate").write_text("")
+      _write_exe(home / "stub" / "xtreme-jax", '#!/usr/bin/env bash\necho "run $*"\n'
+                 'read -r code rest < ~/codes; echo "$rest" > ~/codes; exit "$code"\n')
+      (home / "codes").write_text(worker_codes + "\n")
     full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"), "LC_ALL": "C",
             **ENV, "CALLS": str(calls), "STATES": str(tmp_path / "states"), "BUCKET": str(bucket),
-            "WORKER": str(worker), "NUM_WORKERS": "1", "POLL_S": "0", **env}
+            "WORKERS": str(tmp_path / "workers"), "FAILS": str(tmp_path / "fails"), "IP": str(tmp_path / "ip"),
+            "NUM_WORKERS": str(workers), "POLL_S": "0", "ACCELERATOR": "v4-8", "SPOT": "1", **env}
+    full = {k: v for k, v in full.items() if v is not None}  # None: unset
     return subprocess.run(["bash", str(SCRIPTS / "launch.sh"), "--restart", *args], cwd=tmp_path, env=full,
                           capture_output=True, text=True, timeout=60)
 
@@ -367,54 +426,212 @@ def pod(tmp_path):
 
 
 RUN = ["--gin_file=a.gin", "--gin.RUN_DIR='gs://b/runs/x'"]
+LOGS_URL = "gs://b/runs/x/tpu_logs"
+
+
+def _kinds(calls) -> list[str]:
+  """The restart loop's gcloud calls, named: state queries, launches (per worker), stops, setups, creates, ..."""
+  kinds = []
+  for call in calls:
+    call = call[1:] if call[0] == "alpha" else call
+    if call[:2] == ["storage", "cat"]:
+      kinds.append(("log " if call[2].endswith("run.log") else "status ") + call[2].split("/")[-3])
+    elif call[:2] == ["storage", "ls"]:
+      kinds.append("stale? " + call[-1].split("/")[-3] if "-l" in call else "stamp? " + call[-1].split("/")[-2])
+    elif call[:2] == ["storage", "rsync"]:
+      continue
+    elif call[3] == "ssh":
+      command, worker = call[-1], call[call.index("--worker") + 1]
+      kinds.append(f"launch {worker}" if "xtreme-jax run" in command else "stop" if "pkill" in command else "setup")
+    elif call[2] == "queued-resources":
+      kinds.append(call[3])
+    else:
+      kinds.append(call[3] + (" ip" if "ipAddress" in call[-1] else ""))
+  return kinds
 
 
 def test_restart_relaunches_a_stopped_run_and_remakes_a_preempted_slice_until_the_run_finishes(pod):
-  """Attempt 1 crashes (exit 1) on a live slice: relaunched there once the state is known again (a failed query,
-  a slice coming up: neither is a loss). Attempt 2 is stopped by the preemption's SIGTERM (143) and the queued
-  resource is then SUSPENDED: deleted, created, set up, launched: attempt 3 finishes."""
+  """Launch 1 crashes (exit 1) on a live slice: relaunched there once the state is known again (a failed query,
+  a slice coming up: neither is a loss). Launch 2 is stopped by the preemption's SIGTERM (143) and the queued
+  resource is then SUSPENDED: deleted, created, set up, launched: launch 3 finishes."""
   proc = pod(*RUN, states="ACTIVE ERROR PROVISIONING ACTIVE SUSPENDED ACTIVE", codes="1 143 0")
   assert proc.returncode == 0, proc.stderr
-  assert proc.stderr.strip().splitlines()[-1] == "the run has finished (attempt 3); logs in gs://b/runs/x/tpu_logs"
-  kinds = []
-  for call in pod.calls():
-    if call[:2] == ["storage", "cat"]:
-      kinds.append("status " + call[2].split("/")[-3])
-    elif call[3] == "ssh":
-      command = call[-1]
-      kinds.append("launch" if "xtreme-jax run" in command else "stop" if "pkill" in command else "setup")
-    elif call[:2] != ["storage", "rsync"]:
-      kinds.append(" ".join(call[3:5]) if call[2] == "queued-resources" else call[3])
-  assert kinds == [
-      "describe my-tpu-qr", "launch", "status 20250102-030405-1",
-      "describe my-tpu-qr", "describe my-tpu-qr",
-      "describe my-tpu-qr", "stop", "launch", "status 20250102-030405-2",
-      "describe my-tpu-qr", "delete my-tpu-qr", "create my-tpu-qr", "describe my-tpu-qr", "setup", "launch",
-      "status 20250102-030405-3"]
-  logs = pod.bucket / "b" / "runs" / "x" / "tpu_logs"  # beside the run, one folder per attempt and worker
-  for attempt, code in (("1", "1"), ("2", "143"), ("3", "0")):
-    worker = logs / f"20250102-030405-{attempt}" / "worker0"
+  assert proc.stderr.strip().splitlines()[-1] == f"the run has finished (launch 3); logs in {LOGS_URL}"
+  assert _kinds(pod.calls()) == [
+      "stamp? 20250102-030405-1", "describe", "launch all", "status 20250102-030405-1",
+      "log 20250102-030405-1",  # (exit 1: its last line, against a failure that a relaunch repeats)
+      "describe", "describe", "describe", "stop", "launch all", "status 20250102-030405-2",
+      "describe", "delete", "create", "describe", "setup", "launch all", "status 20250102-030405-3"]
+  logs = pod.bucket / "b" / "runs" / "x" / "tpu_logs"  # beside the run, one folder per launch and worker
+  for launch, code in (("1", "1"), ("2", "143"), ("3", "0")):
+    worker = logs / f"20250102-030405-{launch}" / "worker0"
     assert (worker / "exit_status").read_text() == code + "\n"
     assert (worker / "run.log").read_text() == "run run " + " ".join(RUN) + "\n"  # the stub echoes its argv
+  assert "could not ask for the state of my-tpu (ERROR: (gcloud.compute.tpus.queued-resources.describe) There" \
+         " was a problem refreshing your current auth tokens); asking again in 0 s" in proc.stderr
 
 
-def test_restart_stops_on_bad_input_and_after_max_restarts(pod, sh):
-  proc = pod(*RUN, states="ERROR ERROR ERROR ACTIVE", codes="2")  # gone: made again, then bad input
+def test_restart_stops_on_bad_input_after_max_restarts_and_on_a_failure_that_repeats(pod, sh):
+  proc = pod(*RUN, states="GONE ACTIVE", codes="2")  # gone: made again, then bad input
   assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
       "error: the run stopped on bad input (exit 2): the last line of "
-      "gs://b/runs/x/tpu_logs/20250102-030405-1/worker0/run.log says why")
-  assert "my-tpu is gone: making it again (teardown.sh, create.sh, setup.sh)" in proc.stderr
-  proc = pod(*RUN, states="ACTIVE", codes="1 1 1 0", MAX_RESTARTS="1")
+      f"{LOGS_URL}/20250102-030405-1/worker0/run.log says why")
+  assert "my-tpu is gone (NOT_FOUND): making it again (teardown.sh, create.sh, setup.sh)" in proc.stderr
+  assert "delete" not in _kinds(pod.calls())  # (nothing to delete)
+  proc = pod(*RUN, states="ACTIVE", codes="1 143 1 0", MAX_RESTARTS="1", STAMP="m")
   assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
-      "error: the run did not finish after 1 relaunches: see gs://b/runs/x/tpu_logs")
+      f"error: the run did not finish after 1 relaunches: see {LOGS_URL}")
+  # Two launches in a row end with exit 1 and the same last line (a NaN loss at the step both resume from).
+  proc = pod(*RUN, states="ACTIVE", codes="1 1 0", STAMP="s")
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+      "error: launches 1 and 2 failed alike (exit 1, the same last line of run.log: run run " + " ".join(RUN)
+      + f"); a relaunch would repeat it: see {LOGS_URL}/s-2/worker0/run.log")
   proc = pod("--gin_file=a.gin", "--gin.RUN_DIR='/mnt/runs/x'", states="ACTIVE", codes="0")
   assert proc.returncode == 2 and proc.stderr.strip() == (
       "error: --restart reads each attempt's exit status from gs://: give a gs:// --gin.RUN_DIR (or LOG_URL)")
-  lines = _lines(sh("launch", "--dry-run", "--restart", *RUN, NUM_WORKERS="1"))
-  assert lines[0] == ("gcloud compute tpus queued-resources describe my-tpu-qr --zone us-east1-d --project my-proj"
+  lines = _lines(sh("launch", "--dry-run", "--restart", *RUN, NUM_WORKERS="1", ACCELERATOR="v4-8", SPOT="1"))
+  assert lines[0] == f"gcloud storage ls {LOGS_URL}/20250102-030405-1/"
+  assert lines[1] == ("gcloud compute tpus queued-resources describe my-tpu-qr --zone us-east1-d --project my-proj"
                       " --format 'value(state.state)'")
-  assert "20250102-030405-1/run.log" in lines[1] and lines[2] == (
-      "gcloud storage cat gs://b/runs/x/tpu_logs/20250102-030405-1/worker0/exit_status")
+  assert "20250102-030405-1/run.log" in lines[2] and lines[3] == (
+      f"gcloud storage cat {LOGS_URL}/20250102-030405-1/worker0/exit_status")
+
+
+@pytest.mark.parametrize("unset,message", [
+    ("REPO_URL", "error: --restart remakes a lost slice as create.sh and setup.sh made it: export ACCELERATOR, SPOT"
+                 " (1: spot, 0: on demand) and REPO_URL for every step"),
+    ("ACCELERATOR", "error: --restart remakes a lost slice as create.sh and setup.sh made it: export ACCELERATOR,"),
+    ("SPOT", "error: --restart remakes a lost slice as create.sh and setup.sh made it: export ACCELERATOR,")])
+def test_restart_needs_what_a_remake_needs(pod, unset, message):
+  proc = pod(*RUN, states="ACTIVE", codes="0", **{unset: None})
+  assert proc.returncode == 2 and proc.stderr.strip().startswith(message) and not pod.calls()
+
+
+def test_restart_remakes_the_slice_with_the_first_ones_settings_and_commit(pod):
+  """A slice lost before the first launch is made again as ACCELERATOR / SPOT (autocheckpoint: v4's default)
+  say, and set up from REPO_URL at the commit read once at the start (COMMIT unset: this checkout's HEAD)."""
+  head = subprocess.run(["git", "-C", str(SCRIPTS.parent), "rev-parse", "HEAD"], capture_output=True, text=True)
+  proc = pod(*RUN, states="SUSPENDED ACTIVE", codes="0", ACCELERATOR="v4-16", COMMIT=None)
+  assert proc.returncode == 0, proc.stderr
+  create, = [c for c in pod.calls() if "create" in c]
+  assert create[:5] == ["alpha", "compute", "tpus", "queued-resources", "create"]
+  assert create[create.index("--accelerator-type") + 1] == "v4-16" and create[-2:] == [
+      "--spot", "--autocheckpoint-enabled"]
+  setup, = [c[-1] for c in pod.calls() if "ssh" in c and "git checkout" in c[-1]]
+  commit = setup.split("git checkout -q --detach ", 1)[1].split(";")[0]
+  assert "git clone -q https://example.com/xtreme-jax.git" in setup and re.fullmatch("[0-9a-f]{40}", commit)
+  if head.returncode == 0:
+    assert f"with commit {commit}" in proc.stderr  # (said once, at the start)
+
+
+def test_restart_waits_while_the_slice_suspends_or_is_deleted_and_retries_a_failed_create(pod):
+  """SUSPENDING and DELETING are waited for; a create.sh that fails (the new request turns FAILED) counts as an
+  attempt and is tried again after POLL_S; a slice gone (NOT_FOUND) is created without a teardown."""
+  proc = pod(*RUN, states="ACTIVE SUSPENDING SUSPENDED FAILED DELETING GONE ACTIVE", codes="143 0")
+  assert proc.returncode == 0, proc.stderr
+  assert _kinds(pod.calls()) == [
+      "stamp? 20250102-030405-1", "describe", "launch all", "status 20250102-030405-1",
+      "describe",  # SUSPENDING: waited for
+      "describe", "delete", "create", "describe",  # SUSPENDED: made again; the new request FAILED
+      "describe",  # DELETING: waited for
+      "describe", "create", "describe", "setup", "launch all", "status 20250102-030405-2"]
+  assert "my-tpu is SUSPENDING; asking again in 0 s" in proc.stderr
+  assert "error: queued resource my-tpu-qr is FAILED: see gcloud compute tpus queued-resources describe" \
+         " my-tpu-qr\ncreate.sh failed; trying again in 0 s" in proc.stderr
+  proc = pod(*RUN, states="SUSPENDED FAILED", codes="0", MAX_RESTARTS="2", STAMP="f")  # a create that keeps failing
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+      f"error: the run did not finish after 2 relaunches: see {LOGS_URL}")
+
+
+def test_restart_treats_only_not_found_as_gone(pod):
+  """Failed state queries (network, auth) are waited out however many there are: the slice is not remade."""
+  proc = pod(*RUN, states="ERROR ERROR ERROR ERROR ERROR ACTIVE", codes="0")
+  assert proc.returncode == 0, proc.stderr
+  assert _kinds(pod.calls()) == ["stamp? 20250102-030405-1", *["describe"] * 6, "launch all",
+                                 "status 20250102-030405-1"]
+
+
+def test_restart_on_two_workers_relaunches_a_partial_launch_and_asks_for_the_new_address(pod):
+  """Worker 0's ssh fails while worker 1's starts: not running; what started is stopped and both are launched
+  again. After a remake, worker 0's address is asked from gcloud (the COORDINATOR_IP given was the old slice's)."""
+  proc = pod(*RUN, states="ACTIVE ACTIVE SUSPENDED ACTIVE", workers=2, codes=["143 0", "143 143 0"],
+             fails="255 ok", COORDINATOR_IP="10.0.0.2")
+  assert proc.returncode == 0, proc.stderr
+  assert _kinds(pod.calls()) == [
+      "stamp? 20250102-030405-1", "describe", "launch 0", "launch 1",  # worker 0: ssh failed
+      "describe", "stop", "launch 0", "launch 1", "status 20250102-030405-2",  # 143: relaunched
+      "describe", "delete", "create", "describe", "setup", "describe ip", "launch 0", "launch 1",
+      "status 20250102-030405-3"]
+  assert "could not start on worker(s) 0:255 (worker:exit status; 3: an xtreme-jax run already uses that TPU VM," \
+         " 255: ssh failed)\nlaunch 1 did not start on every worker" in proc.stderr
+  addresses = [c[-1].split("JAX_COORDINATOR_ADDRESS=")[1].split(" ")[0] for c in pod.calls()
+               if "xtreme-jax run" in c[-1]]
+  assert addresses == ["10.0.0.2:8476"] * 4 + ["10.0.0.9:8476"] * 2
+  for launch in ("2", "3"):
+    for worker in ("0", "1"):
+      assert (pod.bucket / "b" / "runs" / "x" / "tpu_logs" / f"20250102-030405-{launch}" / f"worker{worker}"
+              / "exit_status").exists()
+
+
+def test_restart_does_not_count_busy_or_in_use_launches(pod):
+  """A worker whose TPU a run still uses (exit 3) and a run directory still locked (exit status 75: the stopped
+  holder's lease) are tried again without counting, for up to BUSY_S seconds."""
+  proc = pod(*RUN, states="ACTIVE", codes="75 0", fails="3 ok", MAX_RESTARTS="0")
+  assert proc.returncode == 0, proc.stderr
+  assert _kinds(pod.calls()) == [
+      "stamp? 20250102-030405-1", "describe", "launch all",  # busy: nothing started, nothing to stop
+      "describe", "launch all", "status 20250102-030405-2",  # 75
+      "describe", "stop", "launch all", "status 20250102-030405-3"]
+  assert "launch 1: a run already uses the TPU of worker(s) 0:3; launching again in 0 s (not counted)" in proc.stderr
+  proc = pod(*RUN, states="ACTIVE", codes="75 0", BUSY_S="0", STAMP="b")
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(
+      "error: launch 1: the run directory is in use (exit 75: another run's lock, or a stopped holder's lease not yet"
+      " expired), for 0 s or more: another run holds it")
+
+
+def test_restart_relaunches_a_run_whose_log_stops_changing_and_refuses_a_used_stamp(pod):
+  """Launch 1's uploads fail (no exit status, no run.log on gs://): after STALE_S it is stopped and launched
+  again. A STAMP whose launch 1 folder exists is refused: its old exit status would end the loop."""
+  (pod.bucket / ".failing_uploads").write_text("1\n")
+  proc = pod(*RUN, states="ACTIVE", codes="0 0", STALE_S="0")
+  assert proc.returncode == 0, proc.stderr
+  assert _kinds(pod.calls()) == [
+      "stamp? 20250102-030405-1", "describe", "launch all", "status 20250102-030405-1",
+      "stale? 20250102-030405-1", "describe", "stop", "launch all", "status 20250102-030405-2"]
+  assert "launch 1: worker 0's run.log on gs:// has not changed for 0 s (a hung run, or its uploads fail);" \
+         " stopping it and launching again" in proc.stderr
+  status = pod.bucket / "b" / "runs" / "x" / "tpu_logs" / "20250102-030405-1" / "worker0" / "exit_status"
+  status.parent.mkdir(parents=True)
+  status.write_text("0\n")  # a finished run of an earlier invocation with this STAMP
+  proc = pod(*RUN, states="ACTIVE", codes="0")
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+      "error: STAMP=20250102-030405 was used before (gs://b/runs/x/tpu_logs/20250102-030405-1 exists, and its exit"
+      " status would be read as this run's): leave STAMP unset or pick a new one")
+
+
+def test_stopping_a_launch_waits_for_the_run_to_save_then_kills_it(pod, tmp_path):
+  """The stop before a relaunch sends SIGTERM (the run saves a checkpoint and exits) and waits up to STOP_S for
+  the run to end; one that ignores it is killed. (Run here with the pattern renamed, so that it matches only the
+  stand-in processes started here.)"""
+  proc = pod(*RUN, states="ACTIVE", codes="143 0", STOP_S="2")
+  assert proc.returncode == 0, proc.stderr
+  stop, = [c[-1] for c in pod.calls() if "pkill" in c[-1]]
+  assert "[ $i -lt 2 ]" in stop
+  name = f"xtreme-jax-stop-test-{os.getpid()}"
+  stop = stop.replace("bin/[x]treme-jax run", f"bin/[x]{name[1:]} run")
+  for ignores_term, seconds in ((False, 1), (True, 3)):
+    run = subprocess.Popen(["bash", "-c", ('trap "" TERM; ' if ignores_term else "")
+                            + f'exec -a "/home/u/venv/bin/{name} run --gin_file=a.gin" sleep 30'])
+    try:
+      time.sleep(0.2)
+      start = time.time()
+      done = subprocess.run(["bash", "-c", stop], capture_output=True, text=True, timeout=30)
+      assert done.returncode == 0, done.stderr
+      assert run.wait(timeout=5) == (-9 if ignores_term else -15) and time.time() - start < seconds + 2
+    finally:
+      if run.poll() is None:
+        run.kill()
+        run.wait()
 
 
 def test_the_v4_16_walk_through_runs_as_printed(tmp_path):
@@ -443,3 +660,10 @@ def test_the_v4_16_walk_through_runs_as_printed(tmp_path):
   assert watched.replace("<STAMP>", "20260101-000000") == uploaded + "0/run.log" and uploaded in launches[0]
   assert lines[-1] == ("gcloud compute tpus queued-resources delete xtreme-v4-qr --zone us-central2-b"
                        " --project my-project --force --quiet")
+  # Step 1: the spot v4-16 with autocheckpoint; every step reads the settings exported once (--restart too).
+  assert lines[0] == ("gcloud alpha compute tpus queued-resources create xtreme-v4-qr --zone us-central2-b --project"
+                      " my-project --node-id xtreme-v4 --accelerator-type v4-16 --runtime-version tpu-ubuntu2204-base"
+                      " --spot --autocheckpoint-enabled")
+  assert "git clone -q https://github.com/my-org/xtreme-jax.git" in lines[2]
+  assert "launch k logs to gs://my-bucket/runs/xtreme_mbert/tpu_logs/20260101-000000-k/worker<i>/run.log; a remade" \
+         " slice is ACCELERATOR=v4-16 SPOT=1 with commit " in proc.stderr

@@ -7,14 +7,33 @@
 # A gs:// RUN_DIR comes without its parameters (checkpoints/, best/, averaged/ at any depth: the results, logs,
 # predictions and reports); CHECKPOINTS=1 copies them too. A worker's local RUN_DIR is copied whole.
 # NUM_WORKERS: the number of workers (default: asked from gcloud; a dry run needs it set).
+# With a gs:// RUN_DIR the VM's state is asked first: a VM that is not READY (a suspended or deleted spot slice)
+# is skipped with a note (launch.sh and sweep.sh upload the workers' logs to RUN_DIR/tpu_logs, copied with it).
 set -euo pipefail
+# shellcheck source=common.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/common.sh"
 [ $# -le 1 ] || die "usage: collect.sh [--dry-run] [RUN_DIR]"
 run_dir=${1:-}
 while [[ $run_dir == ?*/ ]]; do run_dir=${run_dir%/}; done
 name=$STAMP
 [ -z "$run_dir" ] || name=$(safe_name "${run_dir##*/}")
-workers=$(num_workers)
+workers=''
+case $run_dir in
+  gs://*)
+    node=(compute tpus tpu-vm describe "$TPU_NAME" "${TPU_FLAGS[@]}" --format 'value(state)')
+    if [ "$DRY_RUN" = 1 ]; then
+      run_gcloud "${node[@]}"  # (READY: the workers' logs are copied)
+    else
+      slice_state "${node[@]}"
+      if [ "$STATE" != READY ]; then
+        state=${STATE/#GONE/gone (NOT_FOUND)}
+        note "$TPU_NAME is ${state:-of unknown state (${STATE_ERROR:-no answer})}: its workers' logs are not copied \
+(launch.sh and sweep.sh upload them to $run_dir/tpu_logs)"
+        workers=0
+      fi
+    fi ;;
+esac
+[ -n "$workers" ] || workers=$(num_workers)
 dest=$(new_folder "tpu_logs/$name")
 for ((i = 0; i < workers; i++)); do
   make_dirs "$dest/worker$i"

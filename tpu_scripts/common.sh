@@ -102,20 +102,43 @@ detached() {  # detached LOG COMMANDS: the worker-shell line running COMMANDS in
 (pgrep -af xtreme-jax lists it)\" >&2; exit 3; }; } && { (trap \"\" HUP; $2) > $(remote_path "$1") 2>&1 < /dev/null & }"
 }
 
+FAILED_WORKERS=''  # run_detached: ' <worker>:<exit status>' for each worker whose ssh failed
+
 run_detached() {  # run_detached LOG COMMANDS: on every worker, COMMANDS detached; with several workers each is one
   # process of a multi-process run, joined as xtreme_jax/training/distributed.py reads it: worker i gets
-  # JAX_COORDINATOR_ADDRESS (worker 0's address), JAX_NUM_PROCESSES (the workers) and JAX_PROCESS_ID=i
-  local n address i
-  n=$(num_workers)
+  # JAX_COORDINATOR_ADDRESS (worker 0's address), JAX_NUM_PROCESSES (the workers) and JAX_PROCESS_ID=i.
+  # Every worker is tried; returns 0 if each started, 3 if those that did not were busy (exit 3), else 1, and
+  # lists the failed ones in FAILED_WORKERS.
+  local n ip i rc
+  FAILED_WORKERS=''
+  n=$(num_workers) || return 2
   if [ "$n" = 1 ]; then
-    gcloud_ssh all "$(detached "$1" "$2")"
-    return
+    rc=0
+    gcloud_ssh all "$(detached "$1" "$2")" || rc=$?
+    [ "$rc" = 0 ] || FAILED_WORKERS=" 0:$rc"
+  else
+    ip=$(coordinator_ip) || return 2
+    for ((i = 0; i < n; i++)); do
+      rc=0
+      gcloud_ssh "$i" "$(detached "$1" "export JAX_COORDINATOR_ADDRESS=$ip:$COORDINATOR_PORT \
+JAX_NUM_PROCESSES=$n JAX_PROCESS_ID=$i; $2")" || rc=$?
+      [ "$rc" = 0 ] || FAILED_WORKERS+=" $i:$rc"
+    done
   fi
-  address="$(coordinator_ip):$COORDINATOR_PORT"
-  for ((i = 0; i < n; i++)); do
-    gcloud_ssh "$i" "$(detached "$1" "export JAX_COORDINATOR_ADDRESS=$address JAX_NUM_PROCESSES=$n \
-JAX_PROCESS_ID=$i; $2")"
+  [ -n "$FAILED_WORKERS" ] || return 0
+  note "could not start on worker(s)$FAILED_WORKERS (worker:exit status; 3: an xtreme-jax run already uses that \
+TPU VM, 255: ssh failed)"
+  for i in $FAILED_WORKERS; do
+    [ "${i#*:}" = 3 ] || return 1
   done
+  return 3
+}
+
+stop_runs() {  # stop_runs SECONDS: on every worker, SIGTERM to a running xtreme-jax run (it saves a checkpoint and
+  # exits), waiting up to SECONDS for it to end, then SIGKILL; fails if one is still running
+  gcloud_ssh all "pkill -f '$BUSY'; i=0; while pgrep -f '$BUSY' > /dev/null && [ \$i -lt $1 ]; do sleep 1; \
+i=\$((i + 1)); done; ! pgrep -f '$BUSY' > /dev/null || { pkill -KILL -f '$BUSY'; sleep 2; \
+! pgrep -f '$BUSY' > /dev/null; }"
 }
 
 run_dir_of() {  # run_dir_of ARG...: the value of the last --gin.RUN_DIR=... argument, without its quotes
@@ -165,6 +188,20 @@ new_folder() {  # new_folder PATH: the first of PATH, PATH-1, PATH-2, ... that d
   done
   if [ "$DRY_RUN" = 0 ]; then mkdir -p -- "$(dirname -- "$path")" && mkdir -- "$path" || return; fi
   printf '%s' "$path"
+}
+
+STATE='' STATE_ERROR=''
+slice_state() {  # slice_state ARG...: sets STATE to what `gcloud ARG...` (a describe) prints: GONE if gcloud says
+  # that the resource does not exist (NOT_FOUND), empty if it could not say (network, auth: STATE_ERROR, its last line)
+  local err
+  err=$(mktemp)
+  STATE_ERROR=''
+  if ! STATE=$(gcloud "$@" 2> "$err"); then
+    STATE=''
+    STATE_ERROR=$(tail -n 1 -- "$err")
+    case $(cat -- "$err") in *NOT_FOUND* | *"was not found"*) STATE=GONE ;; esac
+  fi
+  rm -f -- "$err"
 }
 
 coordinator_ip() {  # coordinator_ip: COORDINATOR_IP, else worker 0's internal IP address (asks gcloud)

@@ -7,6 +7,7 @@
 # pinned to the jax the package resolved. Ends with every worker joining the run's processes and printing
 # its place: "worker i of N processes, D devices (L here)".
 set -euo pipefail
+# shellcheck source=common.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/common.sh"
 [ $# -eq 0 ] || die "usage: setup.sh [--dry-run] (settings come from the environment)"
 [ -n "$REPO_URL" ] || die "set REPO_URL (the git URL of this repository)"

@@ -10,6 +10,7 @@
 # them to $RUN_ROOT/tpu_logs/$STAMP/worker<i>/ every UPLOAD_S seconds (60) and at the end.
 # shellcheck disable=SC2016  # the worker's shell expands the $ in the loop it runs
 set -euo pipefail
+# shellcheck source=common.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/common.sh"
 usage="usage: sweep.sh [--dry-run] GIN_FILE MACRO VALUE... [-- ARG...]"
 : "${RUN_ROOT:?set RUN_ROOT (the folder of the run directories of the sweep)}"
@@ -48,5 +49,12 @@ for value in "${values[@]}"; do
 done
 script+=' say "sweep finished: $failed of '"${#values[@]}"' runs failed"'
 log_url=$(log_url_for "$root")
-run_detached "$LOGS/$STAMP/sweep.log" "$(uploading "$log_url" "$script")"
+rc=0
+run_detached "$LOGS/$STAMP/sweep.log" "$(uploading "$log_url" "$script")" || rc=$?
+[ "$rc" != 2 ] || exit 2  # (its line said why)
+if [ "$rc" != 0 ]; then
+  echo "error: the sweep did not start on worker(s)$FAILED_WORKERS (worker:exit status); stop what started on the \
+others (pgrep -af xtreme-jax) before starting it again" >&2
+  exit "$rc"
+fi
 note "sweep of ${#values[@]} runs started on all workers of $TPU_NAME; log $LOGS/$STAMP/sweep.log"

@@ -2,6 +2,7 @@
 # Delete the TPU VM. With --collect, first copy its logs (and RUN_DIR) with collect.sh; a failed copy keeps the VM.
 #   TPU_NAME=my-tpu bash tpu_scripts/teardown.sh [--dry-run] [--collect [RUN_DIR]]
 set -euo pipefail
+# shellcheck source=common.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/common.sh"
 usage="usage: teardown.sh [--dry-run] [--collect [RUN_DIR]]"
 if [ "${1:-}" = --collect ]; then

@@ -19,9 +19,15 @@ lock is held.
 * after writing its object, a run reads it back and refuses if another run
   wrote the object meanwhile; two runs starting within the same moment can
   still both pass (GCS conditional writes are not reachable through
-  tf.io.gfile / fsspec); a holder whose object another run has taken over (a
-  process stalled past the lease) stops renewing and logs an error;
-* `release` deletes the object, and so does process exit (`atexit`).
+  tf.io.gfile / fsspec);
+* a holder whose object another run has taken over (a process stalled past
+  the lease) or someone deleted has lost the lock: it stops renewing, logs an
+  error and records it; `lost(path)` says why and `check_held()` raises
+  InUseError for it, which the trainer does at its next step boundary (it
+  stops without saving, exit 75), so two live runs never share a directory
+  for longer than a step;
+* `release` deletes the object (not a lost one: it is another run's now), and
+  so does process exit (`atexit`).
 """
 
 from __future__ import annotations
@@ -49,10 +55,24 @@ _HELD: dict[str, list] = {}  # path -> [fd (None for a URL), count]: locking aga
 HEARTBEAT_S = 60.0  # a held lock object's `seen` is rewritten this often
 LEASE_S = 300.0  # a lock object not rewritten for this long is left behind: taken over
 _RENEWING: dict[str, threading.Event] = {}  # path -> set to stop renewing that lock object
+_LOST: dict[str, str] = {}  # path -> why this process no longer holds that lock object (an InUseError's message)
 
 
 def held(path: str) -> bool:
   return path in _HELD
+
+
+def lost(path: str) -> str | None:
+  """Why this process lost the lock object `path` it holds (taken over or deleted); None while it is its own."""
+  return _LOST.get(path) if path in _HELD else None
+
+
+def check_held() -> None:
+  """Raise InUseError (exit 75, one line) if a lock object this process holds was lost to another run."""
+  for path in list(_HELD):
+    why = lost(path)
+    if why is not None:
+      raise InUseError(why)
 
 
 def _in_use(what: str, holder: str, path: str, hint: str) -> InUseError:
@@ -100,7 +120,8 @@ def release(path: str) -> None:
     stop = _RENEWING.pop(path, None)
     if stop is not None:
       stop.set()
-    fs.remove(path, missing_ok=True)
+    if _LOST.pop(path, None) is None:  # a lost lock object is another run's: left alone
+      fs.remove(path, missing_ok=True)
     if entry[0] is not None:
       os.close(entry[0])
 
@@ -191,12 +212,14 @@ def _acquire_remote(path: str, what: str) -> None:
   now = _read(path)
   if now != record:  # another run wrote its lock in the meantime
     raise _in_use(what, _holder(now) if now else "another run", path, hint)
+  _LOST.pop(path, None)
   stop = _RENEWING[path] = threading.Event()
-  threading.Thread(target=_renew, args=(path, since, token, stop), name=f"lock {path}", daemon=True).start()
+  threading.Thread(target=_renew, args=(path, what, since, token, stop), name=f"lock {path}", daemon=True).start()
 
 
-def _renew(path: str, since: str, token: str, stop: threading.Event) -> None:
-  """Rewrite the lock object's `seen` every HEARTBEAT_S until `stop`; stop if another run has taken it over."""
+def _renew(path: str, what: str, since: str, token: str, stop: threading.Event) -> None:
+  """Rewrite the lock object's `seen` every HEARTBEAT_S until `stop`; if another run has taken it over (or it
+  was deleted), record the loss (`lost`) and stop."""
   while not stop.wait(HEARTBEAT_S):
     try:
       current = _read(path)
@@ -204,6 +227,11 @@ def _renew(path: str, since: str, token: str, stop: threading.Event) -> None:
         if not stop.is_set():
           logging.error("the lock %s is no longer this run's (%s): another run took it over", path,
                         _holder(current) if current else "deleted")
+          _LOST[path] = (f"{what} is in use by {_holder(current)} (lock file {path}): another run took over this "
+                         "run's lock, so this run stops without saving; wait for that run to end or use another "
+                         "RUN_DIR" if current else
+                         f"{what} is no longer locked by this run: its lock file {path} was deleted, so this run "
+                         "stops without saving (another run may start there); run it again to take the lock again")
         return
       fs.write_bytes(path, (_record(since, token) + "\n").encode("utf-8"))
     except Exception as e:  # noqa: BLE001 - a failed renewal is retried at the next beat
@@ -213,7 +241,7 @@ def _renew(path: str, since: str, token: str, stop: threading.Event) -> None:
 @atexit.register
 def _release_remote_at_exit() -> None:
   for path, entry in list(_HELD.items()):
-    if entry[0] is None:
+    if entry[0] is None and path not in _LOST:
       try:
         fs.remove(path, missing_ok=True)
       except Exception:  # noqa: BLE001 - best effort at exit

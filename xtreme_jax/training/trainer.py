@@ -60,7 +60,7 @@ from tqdm.auto import tqdm
 
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.models.base import Model
-from xtreme_jax.training import partitioning, prefetch, validation as v, writers
+from xtreme_jax.training import locks, partitioning, prefetch, validation as v, writers
 from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training import optim
 from xtreme_jax.training.optim import OptimizerConfig
@@ -473,7 +473,9 @@ class Trainer:
     self._check_start(source, eval_source, evaluator)
     evaluating = eval_source is not None or evaluator is not None
     evaluate = functools.partial(self._evaluate_at, eval_source=eval_source, evaluator=evaluator)
-    with stop_signals(hosts == 1) as stop:
+    # Several processes stop at orbax's preemption sync point (_stop_requested), where all agree on the step;
+    # per-process handlers could stop them at different steps (one feed slot does not mean one process).
+    with stop_signals(jax.process_count() == 1) as stop:
       t0 = time.perf_counter()
       first = source.shape_batch(host, hosts) if hasattr(source, "shape_batch") else source.batch(0, host, hosts)
       state, position = self.restore_or_init(first, init_params)
@@ -505,6 +507,7 @@ class Trainer:
           if done % cfg.log_every == 0 or done == cfg.train_steps:
             self._log_step(progress, bar)
           bar.update(1)
+          locks.check_held()  # another run took over a lock of this run (gs://): stop here, saving nothing
           if evaluating and cfg.eval_every and done % cfg.eval_every == 0:
             self._flush(progress)
             with progress.pause():
