@@ -26,7 +26,7 @@ from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDire
                                              RunDirectoryInUseError)
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, stop_signals
+from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, format_scores, stop_signals
 
 TIER = "integration"  # conftest.py: this file's tier
 
@@ -479,3 +479,10 @@ def test_fingerprints_name_the_bundled_sample_by_its_package_relative_name():
   # Every field, defaults included (fingerprint versions replace leaving out fields added later).
   from xtreme_jax.runs import xtreme
   assert describe(OptimizerConfig())["schedule"] == "linear" and describe(xtreme.TaskSettings())["plateau"] is None
+
+
+def test_an_evaluation_line_folds_the_languages_into_the_lowest_and_highest():
+  record = {"step": 40, "loss": 0.5, "dev_accuracy": 0.45, "dev_accuracy/de": 0.4, "dev_accuracy/en": 0.6,
+            "dev_accuracy/sw": 0.35}
+  assert format_scores(record) == ("loss=0.5000, dev_accuracy=0.4500 (lowest sw 0.3500, highest en 0.6000 of 3)")
+  assert format_scores({"step": 1, "f1": 0.25, "em/x": 0.1}) == "f1=0.2500, em/x=0.1000"  # no parent: as it is

@@ -30,7 +30,7 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import Trainer, TrainerConfig
+from xtreme_jax.training.trainer import Trainer, TrainerConfig, format_scores
 
 
 def describe(obj: Any) -> Any:
@@ -150,7 +150,7 @@ def format_summary(summary: dict, run_dir: str, rows: int = 12) -> str:
     lines.append(f"{h['step']:>7} {h['loss']:>8.4f} " + " ".join(f"{h.get(k, float('nan')):>9.4f}" for k in extra)
                  + f" {h['learning_rate']:>9.2e} {speed}")
   for e in summary["eval"]:
-    lines.append(f"eval @ {e['step']}: " + ", ".join(f"{k}={v:.4f}" for k, v in e.items() if k != "step"))
+    lines.append(f"eval @ {e['step']}: {format_scores(e)}")
   if summary.get("best"):
     best = summary["best"]
     lines.append(f"best {best['metric']} {best['value']:.4f} at step {best['step']} (in best/)")

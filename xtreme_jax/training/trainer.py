@@ -51,7 +51,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -225,6 +225,27 @@ class _Fed(NamedTuple):
   batch: dict  # placed with the data sharding
   tokens: int  # this host's non-pad tokens
   input_state: Any  # the source's input state after it, where a planned checkpoint follows (else None)
+
+
+def format_scores(record: Mapping[str, float]) -> str:
+  """An evaluation's scores on one line: every key but `step`, the parts of a key (`key/<part>`, e.g. one per
+  dev language) folded into their lowest and highest; the metrics file keeps each part."""
+  parts: dict[str, list] = {}
+  for key, value in record.items():
+    head, _, part = key.partition("/")
+    if part and head in record:
+      parts.setdefault(head, []).append((value, part))
+  shown = []
+  for key, value in record.items():
+    if key == "step" or "/" in key and key.partition("/")[0] in parts:
+      continue
+    if key in parts:
+      (low, low_part), (high, high_part) = min(parts[key]), max(parts[key])
+      shown.append(f"{key}={value:.4f} (lowest {low_part} {low:.4f}, highest {high_part} {high:.4f} "
+                   f"of {len(parts[key])})")
+    else:
+      shown.append(f"{key}={value:.4f}")
+  return ", ".join(shown)
 
 
 def _shapes(batch: dict) -> tuple:
@@ -658,8 +679,7 @@ class Trainer:
     progress.evals.append(record)
     self._write(step, record, "eval")
     improved, best = self._select(step, params, record)
-    self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): "
-              + ", ".join(f"{k}={val:.4f}" for k, val in record.items() if k != "step") + best
+    self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): {format_scores(record)}{best}"
               + self._plateau_step(improved))
 
   def _select(self, step: int, params: Any, record: dict) -> tuple[bool, str]:
