@@ -249,3 +249,53 @@ def test_unreadable_files_name_the_file(submission):
   _write(labels, "pawsx", "test-de.tsv", "")
   with pytest.raises(scorer.SubmissionError, match=r"pawsx/test-de\.tsv against the labels .*: no gold items"):
     scorer.score_submission(preds, labels, tasks=["pawsx"])
+
+
+def test_gold_outside_the_task_labels_is_refused(submission, capsys):
+  preds, labels = submission
+  _write(labels, "xnli", "test-de.tsv", "entailment\nmaybe\n")
+  with pytest.raises(scorer.SubmissionError, match=r"/labels/xnli/test-de\.tsv:2: gold label 'maybe'; expected one "
+                                                   r"of the xnli labels: contradiction, entailment, neutral$"):
+    scorer.score_submission(preds, labels, tasks=["xnli"])
+  assert cli.main(["score", "--predictions", preds, "--labels", labels]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and "gold label 'maybe'" in err and err.count("\n") == 1
+  _write(labels, "xnli", "test-de.tsv", "entailment\n\nneutral\n")  # a blank line is no label either
+  _write(preds, "xnli", "test-de.tsv", "entailment\nneutral\nneutral\n")
+  with pytest.raises(scorer.SubmissionError, match=r"xnli/test-de\.tsv:2: gold label ''"):
+    scorer.score_submission(preds, labels, tasks=["xnli"])
+  _write(labels, "pawsx", "test-de.tsv", "1\n0\n1\nyes\n")
+  with pytest.raises(scorer.SubmissionError, match=r"pawsx/test-de\.tsv:4: gold label 'yes'; expected one of the "
+                                                   r"pawsx labels: 0, 1$"):
+    scorer.score_submission(preds, labels, tasks=["pawsx"])
+  # Tags: line numbers count the blank lines between sentences.
+  _write(labels, "panx", "test-en.tsv", _tags([["B-PER", "I-PER", "O", "B-LOC", "I-LOC"], ["B-FOO", "O"]]))
+  with pytest.raises(scorer.SubmissionError, match=r"panx/test-en\.tsv:7: gold tag 'B-FOO'; expected one of the "
+                                                   r"panx tags: B-LOC, B-ORG, B-PER, I-LOC, I-ORG, I-PER, O$"):
+    scorer.score_submission(preds, labels, tasks=["panx"])
+  _write(labels, "udpos", "test-en.tsv", _tags([["DET", "NOUN", "NOUNX", "VERB", "SCONJ", "SCONJ", "SYM"]]))
+  with pytest.raises(scorer.SubmissionError, match=r"udpos/test-en\.tsv:3: gold tag 'NOUNX'; expected one of the "
+                                                   r"udpos tags: ADJ, ADP"):
+    scorer.score_submission(preds, labels, tasks=["udpos"])
+
+
+def test_a_submission_without_one_scorable_file_is_refused(submission, capsys, tmp_path):
+  preds, labels = submission
+  empty = tmp_path / "empty"
+  (empty / "xnli").mkdir(parents=True)  # a task folder without files: every language would be missing
+  out = tmp_path / "scores-empty.json"
+  assert cli.main(["score", "--predictions", str(empty), "--labels", labels]) == 2
+  err = capsys.readouterr().err
+  assert err == (f"error: nothing to score: no prediction file of xnli has its gold (predictions {empty}, labels "
+                 f"{labels}; expected <dir>/<task>/test-<lg>.tsv|json)\n")
+  _write(str(empty), "tatoeba", "test-fr.tsv", "0\n")  # tatoeba fr has no label file
+  assert cli.main(["score", "--predictions", str(empty), "--labels", labels, "--tasks", "tatoeba"]) == 2
+  assert "nothing to score: no prediction file of tatoeba has its gold" in capsys.readouterr().err
+  assert cli.main(["score", "--predictions", str(tmp_path / "nowhere"), "--labels", labels]) == 2
+  assert capsys.readouterr().err == (f"error: submission folder {tmp_path / 'nowhere'} does not exist (or is not "
+                                     "a folder)\n")
+  assert not out.exists()
+  # Some languages missing in a folder that has others: scored, the rest reported as missing.
+  _write(str(empty), "tatoeba", "test-de.tsv", "1\n2\n3\n4\n")
+  assert cli.main(["score", "--predictions", str(empty), "--labels", labels, "--tasks", "tatoeba,xnli"]) == 0
+  assert json.loads(out.read_text())["tasks"]["tatoeba"]["missing"]["fr"] == "no label file"

@@ -201,3 +201,38 @@ def test_report_tables_and_plots(xglue, tmp_path):
   assert "## QAM\n\n| Metric | en | de | fr | avg |\n|---|---:|---:|---:|---:|\n| Acc. | 100.0 | 50.0 | 100.0 | 83.3 |" in md
   assert "![WPR: nDCG per language](plots/WPR.png)" in md
   assert json.loads((tmp_path / "report" / "results.json").read_text()) == json.loads(json.dumps(results))
+
+
+def test_gold_outside_the_task_labels_is_refused(xglue, capsys):
+  preds, gold = xglue
+  _write(gold / XGLUE.task("NC").file(SPLIT, "de"), "t1\tb1\tsports\nt2\tb2\tmaybe\n")
+  with pytest.raises(scorer.SubmissionError, match=r"NC/xglue\.nc\.de\.test:2: gold label 'maybe'; expected one of "
+                                                   r"the NC labels: autos, entertainment, .*, video \(a file without "
+                                                   r"labels\? XGLUE's released test files have none\)$"):
+    _score(xglue, tasks=["NC"])
+  assert cli.main(["score", "--benchmark", "xglue", "--predictions", str(preds), "--labels", str(gold)]) == 2
+  err = capsys.readouterr().err
+  assert err.startswith("error: ") and "gold label 'maybe'" in err and err.count("\n") == 1
+  # PAWSX: lines counted in the file (the header and blank lines the scorer skips included).
+  _write(gold / XGLUE.task("PAWSX").file(SPLIT, "fr"), "id\tsentence1\tsentence2\tlabel\n1\ta\tb\t1\n\n2\tc\td\t2\n")
+  with pytest.raises(scorer.SubmissionError, match=r"PAWSX/fr/test_2k\.tsv:4: gold label '2'; expected one of the "
+                                                   r"PAWSX labels: 0, 1"):
+    _score(xglue, tasks=["PAWSX"])
+  _write(gold / XGLUE.task("QADSM").file(SPLIT, "fr"), "q\tt\td\n")  # released test files: no label column
+  with pytest.raises(scorer.SubmissionError, match=r"QADSM/xglue\.qadsm\.fr\.test:1: gold label 'd'; .*a file "
+                                                   r"without labels"):
+    _score(xglue, tasks=["QADSM"])
+  _write(gold / XGLUE.task("NER").file(SPLIT, "es"), NER_GOLD.replace("German B-MISC", "German B-FOO"))
+  with pytest.raises(scorer.SubmissionError, match=r"NER/es\.test:5: gold tag 'B-FOO'; expected one of the NER tags: "
+                                                   r"B-LOC, B-MISC"):
+    _score(xglue, tasks=["NER"])
+  _write(gold / XGLUE.task("POS").file(SPLIT, "it"), "Dogs NOUN\nbark VERBX\n")
+  with pytest.raises(scorer.SubmissionError, match=r"POS/it\.test:2: gold tag 'VERBX'; expected one of the POS tags"):
+    _score(xglue, tasks=["POS"])
+
+
+def test_wpr_predictions_are_numbers_without_a_warning(xglue, caplog):
+  _write(xglue_scorer.prediction_path(str(xglue[0]), "WPR", "de"), "0.9\n-1.5\n")  # the official scorer's floats
+  with caplog.at_level("WARNING"):
+    assert _score(xglue, tasks=["WPR"])["tasks"]["WPR"]["de"] == 1.0
+  assert not caplog.records

@@ -104,7 +104,7 @@ COMMANDS = {
         "the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model",
         "(selected dev score) -> RUN_ROOT/sweep.md, sweep.json; with a",
         "baseline run, test scores minus its own (sweep_differences.png)"), _sweep_summary),
-    "score": Command("--predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue] "
+    "score": Command("--predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue|mbert] "
                      "[--split dev|test]", (
                          "leaderboard scores of a submission folder",
                          "(default --out: <parent>/scores-<name>.json;",

@@ -16,16 +16,23 @@ file:
 `score_submission(dir, data, tasks)` gives `{"tasks": {task: {"languages":
 {lg: metrics}, "score": mean of the task's metric, "missing": {lg: why}}}}`,
 scores in percent; a prediction file with another number of sentences or
-words than the gold is a `DataError` naming the file and the sentence.
+words than the gold is a `DataError` naming the file and the sentence. Files
+are read as checked UTF-8 (`text.read_utf8`: a bad byte names the file, line
+and byte); the gold readers refuse a label or tag outside the task's.
+`score_folders(dir, data_dir, tasks)` backs `xtreme-jax score --benchmark
+mbert --predictions DIR --labels DATA_DIR` (the tasks without a folder in DIR
+listed under `missing_tasks`).
 """
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Optional, Sequence
 
-from xtreme_jax import errors, fs
+from xtreme_jax import errors, fs, text
 from xtreme_jax.data.conll_ner import to_bio
+from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.data.parsing_features import EVAL_MAX_WORDS
 from xtreme_jax.evaluation import metrics, parsing
 from xtreme_jax.registry.mbert import MBERT
@@ -33,12 +40,17 @@ from xtreme_jax.registry.mbert import MBERT
 METRIC = {t.name: t.score for t in MBERT.tasks}  # each task's score key (the registry's `score`)
 
 
+def _lines(path: str) -> list[str]:
+  """The lines of a checked UTF-8 file (universal newlines, as `open`), line ends removed."""
+  return [line.rstrip("\n") for line in io.StringIO(text.read_utf8(path), newline=None)]
+
+
 def _blocks(path: str) -> list[list[str]]:
   """Blank-line separated blocks of non-empty lines."""
   blocks, current = [], []
-  for line in fs.read_text(path).splitlines() + [""]:
+  for line in _lines(path) + [""]:
     if line.strip():
-      current.append(line.rstrip("\r"))
+      current.append(line)
     elif current:
       blocks.append(current)
       current = []
@@ -57,7 +69,7 @@ def _aligned(path: str, predicted: list[list[str]], gold: list[dict]) -> None:
 def score_file(task: str, path: str, gold: list[dict]) -> dict:
   """The metrics of one prediction file against the gold records of its test file (module docstring)."""
   if task == "mldoc":
-    predicted = [line.strip() for line in fs.read_text(path).splitlines() if line.strip()]
+    predicted = [line.strip() for line in _lines(path) if line.strip()]
     if len(predicted) != len(gold):
       raise errors.DataError(f"{path}: {len(predicted)} labels; the test file has {len(gold)} documents")
     return {"accuracy": metrics.accuracy(predicted, [g["label"] for g in gold])}
@@ -68,7 +80,7 @@ def score_file(task: str, path: str, gold: list[dict]) -> dict:
     heads, rels = [], []
     for i, block in enumerate(blocks):
       cols = [line.split("\t") for line in block]
-      if any(len(c) != 2 or not c[0].isdigit() for c in cols):
+      if any(len(c) != 2 or not (c[0].isascii() and c[0].isdigit()) for c in cols):
         raise errors.DataError(f"{path}: sentence {i + 1}: expected `HEAD<TAB>RELATION` per word")
       heads.append([int(c[0]) for c in cols])
       rels.append([c[1] for c in cols])
@@ -84,6 +96,8 @@ def score_file(task: str, path: str, gold: list[dict]) -> dict:
 def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_names,
                      languages: Optional[Sequence[str]] = None) -> dict:
   """Every task's per-language metrics and mean score over the languages predicted (module docstring)."""
+  if not fs.isdir(directory):
+    raise errors.MissingInputError(f"submission folder {directory} does not exist (or is not a folder)")
   out = {}
   for task in tasks:
     spec, result = MBERT.task(task), {"languages": {}, "missing": {}}
@@ -101,6 +115,19 @@ def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_nam
     result["score"] = sum(scores) / len(scores) if scores else None
     out[task] = result
   return {"tasks": out}
+
+
+def score_folders(directory: str, data_dir: str, tasks: Optional[Sequence[str]] = None) -> dict:
+  """`score_submission` of the tasks (default all) with a folder in `directory` against the data folder
+  `data_dir` (its test files carry the gold), plus `missing_tasks`: those without one."""
+  if not fs.isdir(data_dir):
+    raise errors.MissingInputError(f"data folder {data_dir} does not exist (or is not a folder); expected the "
+                                   "mBERT paper's data folder, whose test files carry the gold")
+  selected = [MBERT.task(t).name for t in (MBERT.task_names if tasks is None else tasks)]
+  selected = [t for t in MBERT.task_names if t in selected]  # benchmark order
+  present = [t for t in selected if fs.isdir(os.path.join(directory, t))]
+  results = score_submission(directory, MbertData(data_dir=data_dir), present)
+  return {**results, "missing_tasks": [t for t in selected if t not in present]}
 
 
 def format_table(results: dict) -> str:

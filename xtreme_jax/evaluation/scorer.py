@@ -23,7 +23,8 @@ UD-POS tag `NOUNX`, a Tatoeba line that is no index, an empty QA answer) are
 scored as the official `evaluate.py` scores them: never equal to a label,
 chunked by seqeval 0.0.x's rules (`metrics.get_chunks`), the empty string.
 Each file with some gets one warning that counts them, and its result an
-`invalid` count (0 otherwise). A value found in the labels file is valid.
+`invalid` count (0 otherwise). A gold label or tag outside the task's labels
+(the registry's, `VALID`) is refused naming the labels file, line and value.
 
 Order: xnli, pawsx, panx, udpos and tatoeba predictions are matched to the
 labels line by line, and the TFDS builders shuffle examples. A folder may
@@ -34,20 +35,26 @@ question id, and a file covering under half of the gold ids is refused;
 bucc2018 pairs carry ids.
 
 `main(argv)` backs `xtreme-jax score --predictions DIR --labels DIR [--out FILE]
-[--tasks T,...]`; the JSON goes by default beside the submission folder, to
-`<parent>/scores-<folder name>.json` (never inside it). Folders and `--out`
-may be URLs (`gs://...`, through `xtreme_jax.fs`).
+[--tasks T,...] [--benchmark xtreme|xglue|mbert]` (`BENCHMARKS`: XGLUE's
+scorer is `xglue_scorer`, the mBERT paper's `mbert_scorer`); the JSON goes by
+default beside the submission folder, to `<parent>/scores-<folder name>.json`
+(never inside it). A missing folder, or one without a single prediction file
+that has its gold, is refused. Folders and `--out` may be URLs (`gs://...`,
+through `xtreme_jax.fs`).
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import importlib
 import io
 import json
 import logging
 import os
 import re
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.evaluation import metrics
@@ -80,6 +87,21 @@ class SubmissionError(errors.DataError):
 
 # ---------------------------------------------------------------------------
 # Reading.
+
+
+def unknown_gold(path: str, line: int, value: str, task: str, labels: Sequence[str], what: str = "label",
+                 hint: str = "") -> SubmissionError:
+  """The error for a gold label or tag outside the task's labels: the file, line, value and the labels."""
+  shown = value if len(value) <= 60 else value[:57] + "..."
+  return SubmissionError(f"{errors.location(path, line)}: gold {what} {shown!r}; expected one of the {task} "
+                         f"{what}s: {', '.join(labels)}" + (f" ({hint})" if hint else ""))
+
+
+def _check_gold(task: str, label_path: str, golds: list[str], what: str) -> None:
+  """Refuses gold labels (tags: blank lines separate sentences) outside the task's labels."""
+  for number, gold in enumerate(golds, 1):
+    if gold not in VALID[task] and (gold or what == "label"):
+      raise unknown_gold(label_path, number, gold, task, XTREME.task(task).labels, what)
 
 
 def _read_lines(path: str) -> list[str]:
@@ -127,24 +149,26 @@ def _pairs(path: str) -> list[tuple[str, str]]:
 
 def _score_lines(task: str, pred_path: str, label_path: str):
   preds, golds = _read_lines(pred_path), _read_lines(label_path)
-  _same_count(pred_path, len(preds), label_path, len(golds), "lines")
   if task == "tatoeba":
     for number, gold in enumerate(golds, 1):
       if not _INDEX.fullmatch(gold):
         raise SubmissionError(f"{errors.location(label_path, number)}: expected a 0-based integer index, got {gold!r}")
-    invalid = [p for p in preds if not _INDEX.fullmatch(p)]
-    return {"accuracy": metrics.accuracy(preds, golds)}, invalid, len(preds), "indices"
-  valid = VALID[task] | set(golds)
-  return {"accuracy": metrics.accuracy(preds, golds)}, [p for p in preds if p not in valid], len(preds), "labels"
+    invalid, what = [p for p in preds if not _INDEX.fullmatch(p)], "indices"
+  else:
+    _check_gold(task, label_path, golds, "label")
+    invalid, what = [p for p in preds if p not in VALID[task]], "labels"
+  _same_count(pred_path, len(preds), label_path, len(golds), "lines")
+  return {"accuracy": metrics.accuracy(preds, golds)}, invalid, len(preds), what
 
 
 def _score_tags(task: str, pred_path: str, label_path: str):
-  preds, golds = read_tag_sentences(pred_path), read_tag_sentences(label_path)
+  gold_lines = _read_lines(label_path)
+  _check_gold(task, label_path, gold_lines, "tag")
+  preds, golds = read_tag_sentences(pred_path), text.blocks(gold_lines)
   _same_count(pred_path, len(preds), label_path, len(golds), "sentences")
   for i, (p, g) in enumerate(zip(preds, golds), 1):
     _same_count(pred_path, len(p), label_path, len(g), f"tags in sentence {i}", _SAME_SOURCE)
-  valid = VALID[task] | {tag for sentence in golds for tag in sentence}
-  invalid = [tag for sentence in preds for tag in sentence if tag not in valid]
+  invalid = [tag for sentence in preds for tag in sentence if tag not in VALID[task]]
   n_tags = sum(len(s) for s in preds)
   if task == "panx":
     return metrics.entity_f1(preds, golds), invalid, n_tags, "tags"
@@ -389,45 +413,87 @@ def default_out(pred_dir: str) -> str:
   return os.path.join(fs.dirname(folder), f"scores-{fs.basename(folder) or 'submission'}.json")
 
 
+def _module(name: str):
+  """An evaluation module, imported when used (xglue_scorer and mbert_scorer import this one)."""
+  return importlib.import_module(f"xtreme_jax.evaluation.{name}")
+
+
+def _languages_scored(results: dict) -> bool:
+  return any(t["languages"] for t in results["tasks"].values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+  """One `xtreme-jax score --benchmark` choice: its scorer, table and layouts (for help and messages)."""
+
+  score: Callable[[argparse.Namespace, Optional[list]], dict]  # (args, tasks) -> results, with `missing_tasks`
+  table: Callable[[dict], str]
+  scored: Callable[[dict], bool]  # whether the results hold one scored language
+  predictions: str  # the prediction files' layout
+  labels: str  # what --labels names
+  absent: str  # why a task is not scored
+  report: Optional[Callable[[dict, str], dict]] = None  # --report: writes report.md and plots
+
+
+BENCHMARKS = {
+    "xtreme": Benchmark(
+        score=lambda args, tasks: score_submission(args.predictions, args.labels, tasks=tasks),
+        table=format_table, scored=_languages_scored, predictions="<dir>/<task>/test-<lg>.tsv|json",
+        labels="a labels folder in the same layout", absent="no predictions or labels folder"),
+    "xglue": Benchmark(
+        score=lambda args, tasks: _module("xglue_scorer").score_submission(
+            args.predictions, args.labels, args.split, tasks),
+        table=lambda results: _module("xglue_scorer").format_table(results),
+        scored=lambda results: bool(results["tasks"]), predictions="<dir>/<TASK>/<lg>.prediction",
+        labels="the xglue_full_dataset folder (official layout and 0-1 scale)", absent="no predictions folder",
+        report=lambda results, folder: _module("report").write_xglue_report(results, folder)),
+    "mbert": Benchmark(
+        score=lambda args, tasks: _module("mbert_scorer").score_folders(args.predictions, args.labels, tasks),
+        table=lambda results: _module("mbert_scorer").format_table(results), scored=_languages_scored,
+        predictions="<dir>/<task>/test-<lg>.tsv", absent="no predictions folder",
+        labels="the mBERT paper's data folder (its test files carry the gold)"),
+}
+
+
+def _nothing_to_score(args: argparse.Namespace, benchmark: Benchmark, results: dict) -> str:
+  """Why results without one scored language are refused (one line)."""
+  if results["tasks"]:
+    found = f"no prediction file of {', '.join(results['tasks'])} has its gold"
+  else:
+    found = f"{benchmark.absent} for any of {', '.join(results['missing_tasks'])}"
+  return (f"nothing to score: {found} (predictions {args.predictions}, labels {args.labels}; expected "
+          f"{benchmark.predictions})")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """`xtreme-jax score`: print the table, write the JSON (default: `default_out`); user errors raise."""
   parser = errors.ArgumentParser(prog="xtreme-jax score", description=__doc__.splitlines()[0])
-  parser.add_argument("--benchmark", default="xtreme", choices=("xtreme", "xglue"),
-                      help="xtreme (default) or xglue (the official xglue_evaluate.py layout and 0-1 scale)")
-  parser.add_argument("--predictions", required=True,
-                      help="submission folder: xtreme <dir>/<task>/test-<lg>.*, xglue <dir>/<TASK>/<lg>.prediction")
-  parser.add_argument("--labels", required=True, help="xtreme: labels folder in the same layout; "
-                                                      "xglue: the xglue_full_dataset folder")
+  parser.add_argument("--benchmark", default="xtreme", choices=tuple(BENCHMARKS), help="default xtreme")
+  parser.add_argument("--predictions", required=True, help="submission folder: " + "; ".join(
+      f"{name} {b.predictions}" for name, b in BENCHMARKS.items()))
+  parser.add_argument("--labels", required=True,
+                      help="; ".join(f"{name}: {b.labels}" for name, b in BENCHMARKS.items()))
   parser.add_argument("--split", default="test", choices=("dev", "test"), help="xglue: the split scored")
   parser.add_argument("--out", help="results JSON (default: <parent>/scores-<name>.json beside the "
                                     "submission folder <parent>/<name>)")
   parser.add_argument("--tasks", help="comma-separated tasks to score (default: every task in both folders)")
   parser.add_argument("--report", help="xglue: also write the report (report.md, plots/) into this folder")
   args = parser.parse_args(argv)
-  if args.report and args.benchmark != "xglue":
+  benchmark = BENCHMARKS[args.benchmark]
+  if args.report and benchmark.report is None:
     raise errors.ConfigError("--report is for --benchmark xglue (the XTREME run mode writes its own report)")
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
   out = args.out or default_out(args.predictions)
-  if args.benchmark == "xglue":
-    from xtreme_jax.evaluation import xglue_scorer
-    results = xglue_scorer.score_submission(args.predictions, args.labels, args.split, tasks)
-    table, absent = xglue_scorer.format_table(results), "no predictions folder"
-    empty = f"{args.predictions} has no XGLUE task folder ({', '.join(xglue_scorer.XGLUE.task_names)})"
-  else:
-    results = score_submission(args.predictions, args.labels, tasks=tasks)
-    table, absent = format_table(results), "no predictions or labels folder"
-    empty = (f"no task folder is in both {args.predictions} and {args.labels} "
-             "(expected <dir>/<task>/test-<lg>.tsv|json)")
-  if not results["tasks"]:
-    raise errors.MissingInputError(f"nothing to score: {empty}")
+  results = benchmark.score(args, tasks)
+  if not benchmark.scored(results):
+    raise errors.MissingInputError(_nothing_to_score(args, benchmark, results))
   atomic.write_json(out, results)
-  print(table)
+  print(benchmark.table(results))
   for task in results["missing_tasks"]:
-    print(f"not scored: {task} ({absent})", file=sys.stderr)
+    print(f"not scored: {task} ({benchmark.absent})", file=sys.stderr)
   print(f"wrote {out}")
   if args.report:
-    from xtreme_jax.evaluation import report
-    print(f"report: {report.write_xglue_report(results, args.report)['report.md']}")
+    print(f"report: {benchmark.report(results, args.report)['report.md']}")
   return 0
 
 

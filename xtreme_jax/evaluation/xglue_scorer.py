@@ -30,7 +30,8 @@ mean over the tasks scored (all eleven: the XGLUE average). Unlike the official
 scorer, which crashes on some mismatches and silently misaligns others (WPR
 truncates, extra NER / POS sentences pass), a prediction file whose line,
 sentence or tag count differs from the ground truth is refused naming both
-counts; so is a WPR label outside 0-4 (file and line).
+counts; a gold label or tag outside the task's labels (the registry's; a WPR
+rating outside 0-4) names its file, line and the labels.
 
 `scorer.main(argv)` backs `xtreme-jax score --benchmark xglue --predictions DIR
 --labels DIR [--split dev|test] [--tasks T,...] [--out FILE] [--report DIR]`
@@ -49,11 +50,12 @@ import numpy as np
 
 from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.evaluation import bleu, metrics
-from xtreme_jax.evaluation.scorer import SubmissionError
+from xtreme_jax.evaluation.scorer import SubmissionError, unknown_gold
 from xtreme_jax.registry import XGLUE, TaskSpec
 
 SPLITS = ("dev", "test")
 DOCSTART = text.DOCSTART
+UNLABELLED = "a file without labels? XGLUE's released test files have none"  # hint for an unknown gold label
 CATEGORY_AVERAGES = {"understanding": "avg_u", "generation": "avg_g"}  # results key of each category's mean
 
 
@@ -88,20 +90,26 @@ def _same_count(pred_path: str, n_pred: int, gold_path: str, n_gold: int, what: 
 # Ground truth and predictions of one language, per kind of task.
 
 
-def _gold_rows(spec: TaskSpec, path: str) -> list[str]:
-  """Raw rows of a row-per-example file (PAWSX: the header and blank lines skipped, as the official scorer)."""
-  rows = _raw_lines(path)
+def _gold_rows(spec: TaskSpec, path: str) -> list[tuple[int, str]]:
+  """(line number, raw row) of a row-per-example file (PAWSX: the header and blank lines skipped, as the official
+  scorer)."""
+  rows = list(enumerate(_raw_lines(path), 1))
   if spec.name == "PAWSX":
-    rows = [row for row in rows[1:] if row.strip()]
+    rows = [(n, row) for n, row in rows[1:] if row.strip()]
   return rows
 
 
 def _score_rows(spec: TaskSpec, pred_path: str, gold_path: str) -> float:
-  rows = _gold_rows(spec, gold_path)
+  numbered = _gold_rows(spec, gold_path)
+  rows = [row for _, row in numbered]
   labels = [row.split("\t")[-1].strip() for row in rows]
+  if spec.kind != "ranking":  # WPR ratings: `_rating`
+    for (n, _), label in zip(numbered, labels):
+      if label not in spec.labels:
+        raise unknown_gold(gold_path, n, label, spec.name, spec.labels, hint=UNLABELLED)
   preds = _predicted_lines(pred_path)
   _same_count(pred_path, len(preds), gold_path, len(labels), "lines")
-  invalid = [p for p in preds if p not in spec.labels and p not in labels]
+  invalid = [p for p in preds if p not in spec.labels] if spec.kind != "ranking" else []  # ratings may be any number
   if invalid:
     logging.warning("%s: %d of %d predictions are not %s labels (e.g. %r); scored as wrong, as the official scorer "
                     "does", pred_path, len(invalid), len(preds), spec.name, invalid[0])
@@ -131,11 +139,14 @@ def _ndcg(spec: TaskSpec, rows: list[str], labels: list[str], preds: list[str], 
   return ndcg
 
 
-def _gold_sentences(path: str) -> list[list[str]]:
+def _gold_sentences(spec: TaskSpec, path: str) -> list[list[str]]:
   sentences, current = [], []
-  for row in _raw_lines(path):
+  for n, row in enumerate(_raw_lines(path), 1):
     if not (row.strip() == "" or row.startswith(DOCSTART)):
-      current.append(row.split()[-1].strip())
+      tag = row.split()[-1].strip()
+      if tag not in spec.labels:
+        raise unknown_gold(path, n, tag, spec.name, spec.labels, "tag", hint=UNLABELLED)
+      current.append(tag)
     elif current:
       sentences.append(current)
       current = []
@@ -159,7 +170,7 @@ def _predicted_sentences(path: str) -> list[list[str]]:
 
 
 def _score_tags(spec: TaskSpec, pred_path: str, gold_path: str) -> float:
-  gold, preds = _gold_sentences(gold_path), _predicted_sentences(pred_path)
+  gold, preds = _gold_sentences(spec, gold_path), _predicted_sentences(pred_path)
   _same_count(pred_path, len(preds), gold_path, len(gold), "sentences")
   for i, (p, g) in enumerate(zip(preds, gold), 1):
     if len(p) > len(g):
