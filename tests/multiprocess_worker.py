@@ -33,7 +33,8 @@ def train(run_dir: str, steps: int, crash_at: int, devices=None) -> dict:
   params = jax.tree_util.tree_leaves(jax.device_get(state.params))
   digest = hashlib.sha256(b"".join(np.asarray(p).tobytes() for p in params)).hexdigest()
   return {"processes": jax.process_count(), "devices": len(trainer.mesh.devices.flat), "digest": digest,
-          "resumed_from_step": summary["resumed_from_step"], "losses": [h["loss"] for h in summary["history"]]}
+          "resumed_from_step": summary["resumed_from_step"],
+          "losses": [h["loss"] for h in summary["history"] if h["step"] > summary["resumed_from_step"]]}
 
 
 def feed(layout: str, mesh_shape: tuple) -> dict:

@@ -438,7 +438,9 @@ def test_best_parameters_are_kept_compared_after_resume_and_restored(tmp_path, c
   try:
     _, summary = trainer.fit(RandomMlmSource(), evaluator=evaluator([6, 8, 10]))
     assert summary["resumed_from_step"] == 5
-    assert [(e["step"], e["score"]) for e in summary["eval"]] == [(6, 0.45), (8, 0.6), (10, 0.2)]
+    # the whole run's evaluations: 2 and 4 (before the checkpoint it resumed from) read back from metrics.jsonl
+    assert [(e["step"], e["score"]) for e in summary["eval"]] == [(2, 0.1), (4, 0.5), (6, 0.45), (8, 0.6), (10, 0.2)]
+    assert summary["history"][0]["step"] == 1 and summary["first_loss"] == summary["history"][0]["loss"]
     assert summary["best"] == {"step": 8, "metric": "score", "value": 0.6}
     assert os.listdir(tmp_path / "best") == ["8"]
     best = trainer.restore_best_params()
@@ -486,3 +488,26 @@ def test_an_evaluation_line_folds_the_languages_into_the_lowest_and_highest():
             "dev_accuracy/sw": 0.35}
   assert format_scores(record) == ("loss=0.5000, dev_accuracy=0.4500 (lowest sw 0.3500, highest en 0.6000 of 3)")
   assert format_scores({"step": 1, "f1": 0.25, "em/x": 0.1}) == "f1=0.2500, em/x=0.1000"  # no parent: as it is
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _MetricsOnDisk(RandomMlmSource):
+  """Records, when asked for batch `at`, the steps metrics.jsonl holds on disk at that moment."""
+
+  run_dir: str = ""
+  at: int = -1
+  seen: list = dataclasses.field(default_factory=list)
+
+  def batch(self, position, host_index=0, host_count=1):
+    if position == self.at:
+      with open(os.path.join(self.run_dir, "metrics.jsonl"), encoding="utf-8") as f:
+        self.seen.extend(json.loads(line)["step"] for line in f)
+    return super().batch(position, host_index, host_count)
+
+
+def test_metrics_reach_the_disk_before_each_checkpoint(tmp_path):
+  """A kill -9 right after a checkpoint commits loses no metrics line of the steps it holds (the resumed run
+  cuts the file back to the checkpoint and never writes them again)."""
+  source = _MetricsOnDisk(run_dir=str(tmp_path), at=7)
+  _fit(tmp_path, source, steps=8, every=5, prefetch=0)
+  assert source.seen[:5] == [1, 2, 3, 4, 5]

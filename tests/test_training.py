@@ -224,7 +224,7 @@ def test_plateau_state_survives_a_resume(tmp_path):
   resumed, summary = _fit(tmp_path / "resumed", RandomMlmSource(), evaluator=_scripted(PLATEAU_SCORES[3:]),
                           **PLATEAU)
   assert summary["resumed_from_step"] == 3 and summary["stopped_at"] == 5
-  assert [h["learning_rate"] for h in summary["history"]] == pytest.approx([5e-4, 2.5e-4])
+  assert [h["learning_rate"] for h in summary["history"] if h["step"] > 3] == pytest.approx([5e-4, 2.5e-4])
   fa, fb = flat(straight.params), flat(resumed.params)
   assert all(np.array_equal(fa[k], fb[k]) for k in fa)
 

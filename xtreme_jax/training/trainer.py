@@ -194,6 +194,7 @@ class _Progress:
   start: int
   history: list = dataclasses.field(default_factory=list)
   evals: list = dataclasses.field(default_factory=list)
+  earlier: list = dataclasses.field(default_factory=list)  # a resumed run's logged steps before `start`
   pending: list = dataclasses.field(default_factory=list)  # (step, metrics on the device), oldest first
   window_start: float = dataclasses.field(default_factory=time.perf_counter)
   examples: int = 0
@@ -503,6 +504,8 @@ class Trainer:
       self._restore_input(source, position)
       start = self._resume_step = int(jax.device_get(state.step))
       progress, bar = _Progress(start), None
+      if start:
+        progress.earlier, progress.evals = writers.read_metrics(self.run_dir, start)
       end = start if self.plateau.stopped else cfg.train_steps
       done = start
       if start >= end:
@@ -525,7 +528,7 @@ class Trainer:
             progress.examples += source.batch_size
             progress.tokens += fed.tokens * hosts
             self._push(progress, done, metrics)
-          if done % cfg.log_every == 0 or done == cfg.train_steps:
+          if done % cfg.log_every == 0 or done == cfg.train_steps or done == 1:  # (1: the run's first loss)
             self._log_step(progress, bar)
           bar.update(1)
           locks.check_held()  # another run took over a lock of this run (gs://): stop here, saving nothing
@@ -536,6 +539,7 @@ class Trainer:
           signum = self._stop_requested(stop, done)
           if self._saves(done) or signum or self.plateau.stopped:
             self._flush(progress)
+            self._sync_metrics()  # on disk before the checkpoint commits: a kill -9 after it loses none
             with progress.pause():
               self.checkpointer.save(done, state, position, force=True,
                                      input_state=self._input_state(source, position, fed, feed),
@@ -760,6 +764,10 @@ class Trainer:
     self._writer.write_scalars(step, {f"{prefix}/{k}": val for k, val in record.items() if k != "step"})
     logging.debug("%s step %d: %s", prefix, step, {k: round(val, 5) for k, val in record.items() if k != "step"})
 
+  def _sync_metrics(self) -> None:
+    if self._writer is not None:
+      self._writer.flush()
+
   def _close_writer(self) -> None:
     if self._writer is not None:
       self._writer.close()
@@ -772,11 +780,13 @@ class Trainer:
     return json.loads(fs.read_text(path))
 
   def _summary(self, progress: _Progress) -> dict:
-    losses = [h["loss"] for h in progress.history]
+    """The whole run's: a resumed run's history holds the logged steps before it resumed (metrics.jsonl)."""
+    history = progress.earlier + progress.history
+    losses = [h["loss"] for h in history if "loss" in h]
     summary = {
         "train_steps": self.config.train_steps, "resumed_from_step": progress.start,
         "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-        "history": progress.history, "eval": progress.evals, "devices": jax.device_count(),
+        "history": history, "eval": progress.evals, "devices": jax.device_count(),
         "mesh": dict(self.mesh.shape), "checkpoints": self.checkpointer.all_steps(),
     }
     if self.best is not None:

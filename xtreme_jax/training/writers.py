@@ -11,7 +11,9 @@ tf.data pipeline) and `tensorboard` is installed.
 
 Each line of metrics.jsonl is `{"step": s, "train/loss": ..., ...}`. A
 resumed run first drops the lines after the step it resumed from, so the file
-tells the trajectory the parameters actually took.
+tells the trajectory the parameters actually took; the trainer flushes (and
+fsyncs) it before every checkpoint, so a killed run loses no line of a step
+its checkpoint holds, and a resumed run reads its past back (`read_metrics`).
 
 Under a URL run directory (`gs://...`) objects cannot be appended to: the
 writer keeps the file's lines and uploads the whole object (atomic) on
@@ -76,7 +78,10 @@ class JsonlWriter:
     self._file.write(json.dumps({"hparams": dict(hparams)}, default=str) + "\n")
 
   def flush(self) -> None:
+    """Everything written so far reaches the disk (fsync) or the object store."""
     self._file.flush()
+    if not isinstance(self._file, _RemoteLines):
+      os.fsync(self._file.fileno())
 
   def close(self) -> None:
     self._file.close()
@@ -118,6 +123,22 @@ def _records(path: str) -> list[tuple[dict, str]]:
     if isinstance(record, dict) and line.endswith("\n"):
       out.append((record, line))
   return out
+
+
+def read_metrics(run_dir: str, up_to: int) -> tuple[list[dict], list[dict]]:
+  """(train records, eval records) that `<run_dir>/metrics.jsonl` holds for steps 1..`up_to`, prefixes dropped
+  (`{"step": 5, "loss": ...}`): the past of a resumed run."""
+  path = os.path.join(run_dir, METRICS)
+  train: list[dict] = []
+  evals: list[dict] = []
+  for record, _ in _records(path) if fs.exists(path) else []:
+    if not isinstance(record.get("step"), int) or record["step"] > up_to:
+      continue
+    for prefix, out in (("train/", train), ("eval/", evals)):
+      values = {k[len(prefix):]: v for k, v in record.items() if k.startswith(prefix)}
+      if values:
+        out.append({**values, "step": record["step"]})
+  return train, evals
 
 
 class MetricWriters:
