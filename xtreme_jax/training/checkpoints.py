@@ -80,8 +80,9 @@ OVERRIDES = "overrides"  # run_config.json's key for the resume-time override hi
 VERSION = "fingerprint_version"  # run_config.json's key for the FINGERPRINT_VERSION that wrote it
 # What run fingerprints hold and how: raised whenever that changes (a field added, a path written another way),
 # so that a run directory of another version is refused with one line instead of a list of differing keys.
-# 1: before versioning (no key); 2: every config field, bundled paths package-relative.
-FINGERPRINT_VERSION = 2
+# 1: before versioning (no key); 2: every config field, bundled paths package-relative; 3: FILTER temperatures,
+# the feature-based BiLSTM size, WMT14 text folders, the encoder-decoder embedding switches.
+FINGERPRINT_VERSION = 3
 
 
 class ForeignRunDirectoryError(errors.UserError, RuntimeError):
