@@ -56,7 +56,8 @@ def test_sample_pretraining_main_job(tmp_path, capsys):
   losses = [h["loss"] for h in summary["history"]]
   assert len(losses) == 120 and summary["checkpoints"] == [60, 120]
   assert sum(losses[-20:]) / 20 < sum(losses[:20]) / 20 - 0.5  # the loss falls
-  assert [e["step"] for e in summary["eval"]] == [60, 120]
+  assert [e["step"] for e in summary["eval"]] == [0, 60, 120]  # step 0: the untrained model's held-out loss
+  assert summary["eval"][-1]["loss"] < summary["eval"][0]["loss"] - 0.3  # the held-out loss falls too
   assert (run_dir / "config.gin").exists() and (run_dir / "run_config.json").exists()
   # Metrics go to metrics.jsonl; TensorBoard events only when asked for (this run imports no TensorFlow).
   assert (run_dir / "metrics.jsonl").read_text().count('"step": ') >= 120 // 20

@@ -26,7 +26,8 @@ from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDire
                                              RunDirectoryInUseError)
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, format_scores, stop_signals
+from xtreme_jax.training.trainer import (NonFiniteLossError, Preempted, TrainerConfig, format_scores, stop_signals,
+                                         window_means)
 
 TIER = "integration"  # conftest.py: this file's tier
 
@@ -511,3 +512,12 @@ def test_metrics_reach_the_disk_before_each_checkpoint(tmp_path):
   source = _MetricsOnDisk(run_dir=str(tmp_path), at=7)
   _fit(tmp_path, source, steps=8, every=5, prefetch=0)
   assert source.seen[:5] == [1, 2, 3, 4, 5]
+
+
+def test_logged_losses_are_window_means_each_objective_over_the_steps_that_trained_it():
+  """VECO's batches alternate monolingual (no TLM: tlm_weight 0) and bilingual: the logged values do not."""
+  mono = {"step": 1, "loss": 6.0, "weight": 10.0, "is_loss": 3.0, "tlm_loss": 0.0, "tlm_weight": 0.0}
+  bi = {"step": 2, "loss": 9.0, "weight": 30.0, "is_loss": 4.0, "tlm_loss": 5.0, "tlm_weight": 20.0}
+  assert window_means([mono, bi]) == pytest.approx(
+      {"mean_loss": (6 * 10 + 9 * 30) / 40, "mean_is_loss": (3 * 10 + 4 * 30) / 40, "mean_tlm_loss": 5.0})
+  assert window_means([mono]) == pytest.approx({"mean_loss": 6.0, "mean_is_loss": 3.0})  # no TLM trained: none

@@ -22,7 +22,7 @@ SOURCES = [f"the {t} " + "bread " * (i % 4) for i, t in enumerate(TARGETS)]
 def pairs(monkeypatch):
   """`wmt14.dataset` (its TFDS route: tests/test_wmt14.py): N pairs of varying lengths, so rows hold varying
   numbers of pairs."""
-  def dataset(name, split, data_dir=None, shuffle_files=False):
+  def dataset(name, split, data_dir=None, shuffle_files=False, text_dir=None):
     assert (name, split) == ("en_de", "train")
     return tf.data.Dataset.from_tensor_slices({"source": SOURCES, "target": TARGETS})
   monkeypatch.setattr(wmt14, "dataset", dataset)

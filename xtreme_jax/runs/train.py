@@ -139,15 +139,19 @@ def apply_overrides(claim: RunDirectory, optimizer: OptimizerConfig) -> Optimize
 
 
 def format_summary(summary: dict, run_dir: str, rows: int = 12) -> str:
-  """A short table of the logged training metrics, the evaluations and where things are."""
-  history = [h for h in summary["history"] if "tokens_per_s" in h] or summary["history"]  # the logged steps
+  """A short table of the logged training metrics, the evaluations and where things are. Losses are the means
+  since the previous log line (`trainer.window_means`: each objective over the steps that trained it)."""
+  history = [h for h in summary["history"] if "mean_loss" in h] or summary["history"]  # the logged steps
   stride = max(1, len(history) // rows)
   shown = history[::stride] + ([history[-1]] if history and (len(history) - 1) % stride else [])
-  extra = sorted(k for k in (history[0] if history else {}) if k.endswith("_loss")) or ["accuracy"]
-  lines = [f"{'step':>7} {'loss':>8} " + " ".join(f"{k:>9}" for k in extra) + f" {'lr':>9} {'tokens/s':>9}"]
+  objectives = sorted({k for h in history for k in h if k.startswith("mean_") and k.endswith("_loss")} - {"mean_loss"})
+  extra = objectives or ["accuracy"]
+  names = [k[len("mean_"):] for k in extra]
+  lines = [f"{'step':>7} {'loss':>8} " + " ".join(f"{k:>9}" for k in names) + f" {'lr':>9} {'tokens/s':>9}"]
   for h in shown:
     speed = f"{h['tokens_per_s']:>9.0f}" if "tokens_per_s" in h else f"{'-':>9}"
-    lines.append(f"{h['step']:>7} {h['loss']:>8.4f} " + " ".join(f"{h.get(k, float('nan')):>9.4f}" for k in extra)
+    lines.append(f"{h['step']:>7} {h.get('mean_loss', h['loss']):>8.4f} "
+                 + " ".join(f"{h.get(k, float('nan')):>9.4f}" for k in extra)
                  + f" {h['learning_rate']:>9.2e} {speed}")
   for e in summary["eval"]:
     lines.append(f"eval @ {e['step']}: {format_scores(e)}")

@@ -51,7 +51,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Sequence
 
 import flax.linen as nn
 import jax
@@ -127,6 +127,8 @@ class TrainerConfig:
   `prefetch`: batches built and placed ahead of the step by a background
   thread (training, evaluation and prediction; 0: built inline). It changes
   when a batch is built, never what it holds.
+  `eval_at_start`: a fresh run also evaluates its initial parameters (step 0),
+  the baseline the later evaluations are read against.
   """
 
   train_steps: int = 1000
@@ -141,6 +143,7 @@ class TrainerConfig:
   tensorboard: Any = "auto"
   plateau: Optional[PlateauSchedule] = None
   prefetch: int = 2
+  eval_at_start: bool = False
 
   def __post_init__(self):
     for name in ("train_steps", "accum_steps", "log_every", "checkpoint_every", "keep_checkpoints"):
@@ -148,6 +151,7 @@ class TrainerConfig:
     v.require(self, "eval_every", v.optional(v.positive_int), "None or a positive integer")
     v.require(self, "seed", v.is_int, "an integer")
     v.require(self, "progress_bar", lambda x: isinstance(x, bool), "True or False")
+    v.require(self, "eval_at_start", lambda x: isinstance(x, bool), "True or False")
     v.require(self, "select_metric", v.optional(lambda x: isinstance(x, str) and bool(x)), "None or a metric name")
     v.require(self, "tensorboard", lambda x: isinstance(x, bool) or x == "auto", "True, False or 'auto'")
     v.require(self, "plateau", v.optional(lambda x: isinstance(x, PlateauSchedule)), "None or a PlateauSchedule")
@@ -195,6 +199,7 @@ class _Progress:
   history: list = dataclasses.field(default_factory=list)
   evals: list = dataclasses.field(default_factory=list)
   earlier: list = dataclasses.field(default_factory=list)  # a resumed run's logged steps before `start`
+  logged: int = 0  # the last step written to the metrics
   pending: list = dataclasses.field(default_factory=list)  # (step, metrics on the device), oldest first
   window_start: float = dataclasses.field(default_factory=time.perf_counter)
   examples: int = 0
@@ -226,6 +231,22 @@ class _Fed(NamedTuple):
   batch: dict  # placed with the data sharding
   tokens: int  # this host's non-pad tokens
   input_state: Any  # the source's input state after it, where a planned checkpoint follows (else None)
+
+
+def window_means(records: Sequence[Mapping[str, float]]) -> dict[str, float]:
+  """`mean_<key>` for `loss` and every `<objective>_loss` over `records` (the steps since the last log line),
+  each weighted by its weight as the step weighted it (`<objective>_weight` where the record has one, else
+  `weight`): one steady value per objective however the batches alternate (VECO's monolingual / bilingual)."""
+  out = {}
+  for key in dict.fromkeys(k for r in records for k in r):
+    if key != "loss" and not key.endswith("_loss"):
+      continue
+    weight_key = key[:-len("loss")] + "weight"
+    pairs = [(r[key], r.get(weight_key, r.get("weight", 1.0))) for r in records if key in r]
+    total = sum(w for _, w in pairs)
+    if total > 0:
+      out[f"mean_{key}"] = sum(value * w for value, w in pairs) / total
+  return out
 
 
 def format_scores(record: Mapping[str, float]) -> str:
@@ -513,6 +534,10 @@ class Trainer:
         stored = self._stored_summary()
         if stored is not None:
           return state, stored
+      if evaluating and cfg.eval_at_start and start == 0:
+        t = time.perf_counter()
+        evaluate(progress, 0, state.params)
+        t0 += time.perf_counter() - t  # (its own line; not the train step's compile time)
       offset = start - position  # step = data position + offset
       feed = prefetch.Prefetcher(self._feed(source, position, end - start, lambda p: self._saves(p + offset)),
                                  cfg.prefetch)
@@ -667,9 +692,11 @@ class Trainer:
     record = progress.history[-1]
     if record["step"] > progress.start + 1:  # the first step's time is compilation, not throughput
       record.update(progress.throughput())
+    record.update(window_means([r for r in progress.history[-self.config.log_every:] if r["step"] > progress.logged]))
+    progress.logged = record["step"]
     self._write(record["step"], record, "train")
     if bar is not None and "tokens_per_s" in record:
-      bar.set_postfix(loss=f"{record['loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
+      bar.set_postfix(loss=f"{record['mean_loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
                       ex_s=f"{record['examples_per_s']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}")
 
   def _evaluate_at(self, progress: _Progress, step: int, params: Any, eval_source=None, evaluator=None) -> None:
