@@ -38,3 +38,14 @@ def test_rows_of_a_run_compare_each_test_set_with_english_training_data():
   assert [(r["language"], r["score"]) for r in got] == [("de", 40.0), ("es", 30.0)]  # English is not a target
   # German test words seen in the English POS training words: only "." (2 of 9 tokens, 1 of 8 types)
   assert got[0]["p_token"] == pytest.approx(100 * 2 / 9) and got[0]["p_type"] == pytest.approx(100 / 8)
+
+
+def test_scatter_plot_has_a_title_and_readable_labels():
+  rows = [{"task": task, "language": lg, "p_type": x, "p_token": x, "score": y}
+          for task in ("ner", "pos") for lg, x, y in (("de", 10.0, 20.0), ("es", 40.0, 35.0))]
+  ax = overlap.scatter_figure(rows, "p_token").axes[0]
+  assert ax.get_title() == "Zero-shot score against subword overlap (p_token)"
+  assert ax.get_xlabel() == overlap.MEASURE_LABEL["p_token"] and ax.get_ylabel() == "zero-shot score (%)"
+  assert sorted(t.get_text() for t in ax.texts) == ["de", "de", "es", "es"]
+  assert min(t.get_fontsize() for t in ax.texts) >= 8
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ner", "pos"]

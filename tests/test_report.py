@@ -220,9 +220,10 @@ def test_plot_legend_lists_every_family_and_zero_scores_are_visible():
       "IE: Germanic", "Afro-Asiatic", "Koreanic", "Uralic", "English (source)", "non-en mean 13.3"]
   assert [t.get_text() for t in ax.get_xticklabels()] == ["en", "ar", "ko", "fi"]  # grouped by family
   heights = [bar.get_height() for bar in ax.patches]
-  assert heights[0] == 55.0 and heights[2] == 40.0
-  assert heights[1] == heights[3] == approx(report.ZERO_STUB * 110) and heights[1] > 1  # a visible stub
+  assert heights == [55.0, 0.0, 40.0, 0.0]  # a zero is drawn as zero, not as a stub as tall as a 1.0
   assert [t.get_text() for t in ax.texts] == ["0.0", "0.0", "55.0"]  # zeros labelled; English annotated
+  marks = [line for line in ax.get_lines() if list(line.get_ydata()) == [0, 0]]  # each zero marked on the axis
+  assert [sorted(line.get_xdata()) for line in marks] == [[0.6, 1.4], [2.6, 3.4]]
   # Every family of a 40-language task is in the legend.
   scores = {lg: 50.0 for lg in metrics.TASK_LANGUAGES["panx"]}
   labels = [t.get_text() for t in report.task_figure("panx", scores).axes[0].get_legend().get_texts()]
@@ -241,7 +242,7 @@ RETRIEVAL = {"tatoeba": {"layer": 8, "pooling": "mean", "max_len": 128},
 
 def test_report_names_selected_steps_losses_and_retrieval_settings(tmp_path):
   assert report.finetuning_table(RUNS) == (
-      "| Model | Task | Steps | Selected step | Train acc. | Last loss |\n"
+      "| Model | Task | Steps | Selected step | Train acc. | Loss (last 10%) |\n"
       "|---|---|---:|---|---:|---:|\n"
       "| xnli | xnli | 300 | 200 (en dev accuracy) | 81.2 | 0.500 |\n"
       "| squad | xquad | 50 | final | - | 2.500 |")
@@ -288,3 +289,66 @@ def test_settings_table_puts_each_settings_scores_side_by_side():
                 "filter_teacher": {"tasks": {"XNLI": {"en": 0.9, "de": 0.7, "avg": 0.8}}}}
   assert rep.language_scores(xglue_like["filter_teacher"]) == {"XNLI": {"en": 90.0, "de": 70.0}}
   assert "| **mean** | 70.0 | 80.0 |" in rep.settings_table(xglue_like)
+
+
+def test_a_zero_bar_is_as_high_as_zero_and_a_one_bar_as_one():
+  ax = report.task_figure("xnli", {"de": 0.0, "fr": 1.0, "es": 50.0}).axes[0]
+  heights = dict(zip([t.get_text() for t in ax.get_xticklabels()], [bar.get_height() for bar in ax.patches]))
+  assert heights == {"de": 0.0, "fr": 1.0, "es": 50.0}
+
+
+def test_more_than_ten_series_each_get_their_own_colour_and_line_style():
+  names = [f"task{i}" for i in range(13)]
+  runs = {name: {"history": [[10, 2.0 + i], [20, 1.0 + i]], "selected_step": None} for i, name in enumerate(names)}
+  ax = report.loss_figure(runs).axes[0]
+  lines = {line.get_label(): (line.get_color(), line.get_linestyle()) for line in ax.get_lines()}
+  assert list(lines) == names and len(set(lines.values())) == 13  # tab10 alone would repeat task0's blue
+  assert lines["task0"][0] == lines["task10"][0] and lines["task0"][1] != lines["task10"][1]
+  assert len(set(report.series_styles(40))) == 40
+
+
+def test_last_loss_is_the_mean_of_the_last_tenth_of_the_steps():
+  # Logged at steps 10..100; the last 10% of 100 steps are steps >= 90: (0.8 + 0.4) / 2 = 0.6.
+  history = [[step, 3.0 - step / 50] for step in range(10, 90, 10)] + [[90, 0.8], [100, 0.4]]
+  assert report.last_loss(history) == approx(0.6)
+  assert report.last_loss([[50, 2.5]]) == 2.5 and report.last_loss([]) is None
+  table = report.finetuning_table({"xnli": {"task": "xnli", "train_steps": 100, "history": history}})
+  assert table.splitlines()[2] == "| xnli | xnli | 100 | final | - | 0.600 |"
+
+
+def test_languages_without_data_on_disk_read_not_in_the_data():
+  # The sample holds French only for BUCC / Tatoeba: pawsx's fr is not on disk, its es has data but no prediction.
+  results = report.results_from_metrics({"pawsx": {"en": {"accuracy": 90.0}}, "bucc2018": BUCC})
+  marked = report.mark_not_in_data(results, {"pawsx": ["en", "es"], "bucc2018": ["de", "fr", "ru", "zh"]})
+  missing = marked["tasks"]["pawsx"]["missing"]
+  assert missing["es"] == "not evaluated" and missing["fr"] == missing["zh"] == report.NOT_IN_DATA
+  assert results["tasks"]["pawsx"]["missing"]["fr"] == "not evaluated"  # the input is left as it was
+  text = report.render_markdown(marked)
+  assert "| pawsx | Acc. | 1/7 (5 not in the data) | 90.0* |" in text
+  assert "Not scored: de, fr, ja, ko, zh (not in the data on disk); es (not evaluated)." in text
+  from xtreme_jax.evaluation import scorer
+  table = scorer.format_table(marked).splitlines()  # the run's printed table: n/s, not miss, for fr
+  header = table[0].split()
+  pawsx = dict(zip(header[1:], next(line for line in table if line.startswith("pawsx")).split()[1:]))
+  assert pawsx["fr"] == "n/s" and pawsx["en"] == "90.0"
+  assert any(line.startswith("n/s: a language the data on disk") for line in table)
+
+
+PUBLISHED = {"model": "xlmr_large", "benchmark": "xtreme", "settings": ["zero_shot"],
+             "source": {"citation": "A paper", "table": "its table", "read_from": "https://example.org/x", "row": "R"},
+             "tasks": {"mlqa": {"f1": {"avg": 70.0, "languages": {"en": 80.0, "de": 68.0}}},
+                       "xnli": {"accuracy": {"avg": 79.0}}}}
+
+
+def test_published_scores_are_shown_beside_the_runs_own_with_their_source():
+  results = {"pawsx": PAWSX, "mlqa": MLQA, "published": [PUBLISHED]}
+  text = report.render_markdown(results)
+  section = text.split("## Published scores")[1].split("## Cross-lingual")[0]
+  # mlqa F1: (75 + 55.5 + 50.4) / 3 = 60.3 over the 3 languages scored; xnli and pawsx: not both run and published.
+  assert "| mlqa | F1 | 60.3 (3) | 70.0 | [1] |" in section and "xnli" not in section
+  assert "| yours | 75.0 | 55.5 | 50.4 |" in section and "| published [1] | 80.0 | 68.0 | - |" in section
+  assert "- [1] A paper: its table, row 'R'; read from https://example.org/x." in section
+  assert "Published" not in report.render_markdown({"pawsx": PAWSX, "mlqa": MLQA})  # no model named: nothing
+  xglue = {"tasks": {"XNLI": {"en": 0.8, "de": 0.6, "avg": 0.7}}, "avg_u": None, "avg_g": None, "average": 0.7,
+           "published": [{**PUBLISHED, "benchmark": "xglue", "tasks": {"XNLI": {"accuracy": {"avg": 83.9}}}}]}
+  assert "| XNLI | Acc. | 70.0 (2) | 83.9 | [1] |" in report.render_xglue_markdown(xglue)

@@ -37,6 +37,7 @@ CATEGORIES = dict(XTREME.categories)
 QA_TASKS = XTREME.where(kind="span_qa")
 # The counts a scorer adds to each language's result beside its metrics (`scorer`, `report`).
 COUNT_KEYS = ("total", "missing", "invalid")
+NOT_IN_DATA = "not in the data on disk"  # the `missing` reason of a language the task has no test data of
 
 
 def _check_lengths(predictions: Sequence, labels: Sequence, what: str = "items") -> None:

@@ -102,18 +102,37 @@ def table(rows: Sequence[Mapping]) -> str:
   return "\n".join(lines) + "\n"
 
 
-def scatter_plot(rows: Sequence[Mapping], measure: str, path: str) -> None:
-  """Zero-shot score against `measure` (p_type / p_token), one colour per task, saved as PNG at `path`."""
-  from xtreme_jax.evaluation.report import new_figure, save_png  # pylint: disable=g-import-not-at-top
-  figure = new_figure(5, 4)
+# What each measure is, for the plot's axis (module docstring).
+MEASURE_LABEL = {"p_type": "test subword types seen in English training (%)",
+                 "p_token": "test subword tokens whose type is seen in English training (%)"}
+
+
+def scatter_figure(rows: Sequence[Mapping], measure: str):
+  """Zero-shot score against `measure` (p_type / p_token): one colour and marker per task, each point labelled
+  with its language, titled with the measure (a matplotlib `Figure`, Agg canvas)."""
+  from xtreme_jax.evaluation.report import new_figure, series_styles  # pylint: disable=g-import-not-at-top
+  figure = new_figure(6.4, 4.8)
   axes = figure.add_subplot()
-  for task in dict.fromkeys(r["task"] for r in rows):
+  tasks = list(dict.fromkeys(r["task"] for r in rows))
+  for task, (colour, _, marker) in zip(tasks, series_styles(len(tasks))):
     points = [r for r in rows if r["task"] == task]
-    axes.scatter([r[measure] for r in points], [r["score"] for r in points], label=task, s=14)
+    axes.scatter([r[measure] for r in points], [r["score"] for r in points], label=task, s=28, color=colour,
+                 marker=marker)
     for r in points:
-      axes.annotate(r["language"], (r[measure], r["score"]), fontsize=6)
-  axes.set_xlabel(f"{measure} (% of test subwords seen in English training)")
-  axes.set_ylabel("zero-shot score")
-  axes.legend(fontsize=7)
-  figure.tight_layout()
-  save_png(figure, path)
+      axes.annotate(r["language"], (r[measure], r["score"]), xytext=(3, 3), textcoords="offset points", fontsize=8)
+  axes.set_title(f"Zero-shot score against subword overlap ({measure})", fontsize=11)
+  axes.set_xlabel(MEASURE_LABEL.get(measure, measure), fontsize=9)
+  axes.set_ylabel("zero-shot score (%)", fontsize=9)
+  axes.tick_params(labelsize=8)
+  axes.grid(alpha=0.3)
+  axes.legend(title="task", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False)
+  axes.spines["top"].set_visible(False)
+  axes.spines["right"].set_visible(False)
+  return figure
+
+
+def scatter_plot(rows: Sequence[Mapping], measure: str, path: str) -> None:
+  """`scatter_figure` saved as PNG at `path` (atomically)."""
+  from xtreme_jax.evaluation.report import save_png  # pylint: disable=g-import-not-at-top
+  save_png(scatter_figure(rows, measure), path)

@@ -25,11 +25,17 @@ and, optionally (rendered when present), what the runner knows of its models:
   where a task has no English test set.
 * `summary_table`: task scores, category scores, overall.
 * `finetuning_table` / `retrieval_lines`: the models (selected step or
-  "final", train accuracy) and the retrieval embeddings (layer, pooling,
-  maximum length).
+  "final", train accuracy, the loss smoothed over the last 10% of the steps)
+  and the retrieval embeddings (layer, pooling, maximum length).
+* `published_section`: with `results["published"]` (entries of
+  `published.for_run`), the papers' scores of the run's model beside the
+  run's own, each source named.
+* `mark_not_in_data`: a missing language whose test data is not on disk (a
+  sample without it) reads "not in the data", not "no prediction file".
 * `plot_task`: bar chart of one task's score per language, grouped and
   coloured by language family, every family in the legend, a score of 0 drawn
-  as a stub labelled "0.0"; `plot_losses`: training loss per model
+  at zero height, marked and labelled "0.0"; `plot_losses`: training loss
+  per model, each line its own colour / line style pair (`series_styles`)
   (matplotlib, Agg canvas, no pyplot state).
 * `render_markdown` / `write_report`: the whole report, opening with the
   score table; every file is written atomically through `atomic` (temporary
@@ -108,7 +114,9 @@ TASK_ROWS = {
 CATEGORY_LABEL = {"classification": "Classification", "structured_prediction": "Structured prediction",
                   "qa": "Question answering", "retrieval": "Retrieval"}
 # Optional keys of the results that are not tasks (see the module docstring).
-EXTRA_KEYS = ("runs", "retrieval")
+EXTRA_KEYS = ("runs", "retrieval", "published")
+# The `missing` reason of a language whose test data is not on disk (`mark_not_in_data`).
+NOT_IN_DATA = metrics.NOT_IN_DATA
 # The transfer gap of QA tasks is on exact match (XTREME's Table 3).
 GAP_METRIC = {task: ("exact_match", "EM") for task in metrics.QA_TASKS}
 
@@ -207,6 +215,18 @@ def results_from_metrics(per_task: Mapping[str, Mapping[str, object]]) -> dict:
   complete = {task: t["score"] for task, t in tasks.items() if t["complete"]}
   return {"tasks": tasks, "missing_tasks": [t for t in metrics.TASK_METRIC if t not in tasks],
           "categories": metrics.category_scores(complete), "overall": metrics.overall(complete)}
+
+
+def mark_not_in_data(results: Mapping, on_disk: Mapping[str, Sequence[str]]) -> dict:
+  """`results` with the missing languages of each task in `on_disk` ({task: languages with test data on disk})
+  that have no test data given the reason `NOT_IN_DATA` (a sample's task without that language), so that they
+  read differently from a language whose prediction is missing. Tasks without a `missing` dict are kept."""
+  tasks = {}
+  for task, t in results["tasks"].items():
+    if isinstance(t, Mapping) and isinstance(t.get("missing"), Mapping) and task in on_disk:
+      t = {**t, "missing": {lg: reason if lg in on_disk[task] else NOT_IN_DATA for lg, reason in t["missing"].items()}}
+    tasks[task] = t
+  return {**results, "tasks": tasks}
 
 
 # ---------------------------------------------------------------------------
@@ -329,7 +349,9 @@ def summary_table(results: Mapping) -> str:
     n_total = len(t["languages"]) + len(t["missing"])
     mark = "" if t["complete"] else "*"
     incomplete |= not t["complete"]
-    rows.append([task, score_label(task), f"{len(t['languages'])}/{n_total}", _fmt(t["score"]) + mark])
+    absent = sum(reason == NOT_IN_DATA for reason in t["missing"].values())
+    counted = f"{len(t['languages'])}/{n_total}" + (f" ({absent} not in the data)" if absent else "")
+    rows.append([task, score_label(task), counted, _fmt(t["score"]) + mark])
   for category, score in results.get("categories", {}).items():
     rows.append([f"*{CATEGORY_LABEL.get(category, category)}*", "", "", _fmt(score)])
   if results.get("overall") is not None:
@@ -349,17 +371,25 @@ def _selected(run: Mapping) -> str:
   return f"{step} ({run['criterion']})" if run.get("criterion") else str(step)
 
 
-def _last_loss(run: Mapping) -> Optional[float]:
-  history = run.get("history") or []
-  return float(history[-1][1]) if history else None
+LAST_LOSS_SHARE = 0.1  # the last loss: the mean over the logged points of the last 10% of the steps
+
+
+def last_loss(history: Sequence[Sequence[float]]) -> Optional[float]:
+  """The mean loss of the [step, loss] points at steps >= 90% of the last step (at least the last point)."""
+  if not history:
+    return None
+  start = (1 - LAST_LOSS_SHARE) * float(history[-1][0])
+  return _mean([float(loss) for step, loss in history if float(step) >= start])
 
 
 def finetuning_table(runs: Mapping[str, Mapping]) -> str:
-  """Models as rows: task, training steps, the step selected (and by what) or "final", train accuracy, last loss."""
+  """Models as rows: task, training steps, the step selected (and by what) or "final", train accuracy, the loss
+  over the last 10% of the steps (`last_loss`: one noisy batch does not decide it)."""
+  losses = {name: last_loss(run.get("history") or []) for name, run in runs.items()}
   rows = [[name, str(run.get("task", "-")), str(run.get("train_steps", "-")), _selected(run),
-           _fmt(run.get("train_accuracy")), "-" if _last_loss(run) is None else f"{_last_loss(run):.3f}"]
+           _fmt(run.get("train_accuracy")), "-" if losses[name] is None else f"{losses[name]:.3f}"]
           for name, run in runs.items()]
-  return _markdown(["Model", "Task", "Steps", "Selected step", "Train acc.", "Last loss"],
+  return _markdown(["Model", "Task", "Steps", "Selected step", "Train acc.", "Loss (last 10%)"],
                    ["---", "---", "---:", "---", "---:", "---:"], rows)
 
 
@@ -378,8 +408,9 @@ def retrieval_lines(retrieval: Mapping[str, Mapping]) -> str:
 # ---------------------------------------------------------------------------
 # Plots.
 
-# A score of exactly 0 is drawn this high (fraction of the y range), labelled "0.0".
-ZERO_STUB = 0.012
+# Line styles that, with tab10's ten colours, tell up to 40 series apart (`series_styles`).
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
 
 
 def language_family(lang: str) -> str:
@@ -394,6 +425,15 @@ def new_figure(width: float, height: float = 4.2):
   fig = Figure(figsize=(width, height), dpi=100)
   FigureCanvasAgg(fig)
   return fig
+
+
+def series_styles(n: int) -> list[tuple]:
+  """(colour, line style, marker) of `n` series: tab10's colours, then again with the next line style and
+  marker, so that no two of up to 40 series look alike."""
+  from matplotlib import colormaps
+  colours = colormaps["tab10"].colors
+  return [(colours[i % len(colours)], LINE_STYLES[i // len(colours) % len(LINE_STYLES)],
+           MARKERS[i // len(colours) % len(MARKERS)]) for i in range(n)]
 
 
 def save_png(fig, out_png: str) -> str:
@@ -425,16 +465,17 @@ def task_figure(task: str, per_language_scores: Mapping[str, object], label: Opt
   finite = [v for v in values if math.isfinite(v)]
   label = label or (score_label(task) if task in metrics.TASK_METRIC else "Score")
   top = max([100.0] + finite) * 1.1
-  stub = ZERO_STUB * top
 
   fig = new_figure(max(6.0, 0.32 * len(order) + 3.5))
   ax = fig.add_subplot(1, 1, 1)
   xs = list(range(len(order)))
-  bars = ax.bar(xs, [stub if v == 0 else v for v in values], color=[colour[f] for f in families],
-                edgecolor="black", linewidth=0.4)
-  for x, v in zip(xs, values):  # A zero is a stub with its value written above it.
-    if v == 0 and order[x] != ENGLISH:
-      ax.annotate("0.0", (x, stub), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7)
+  bars = ax.bar(xs, values, color=[colour[f] for f in families], edgecolor="black", linewidth=0.4)
+  for x, v in zip(xs, values):  # A zero has zero height: a thick mark on the axis in its colour, labelled "0.0".
+    if v == 0:
+      ax.plot([x - 0.4, x + 0.4], [0, 0], color=colour[families[x]], linewidth=3, solid_capstyle="butt",
+              clip_on=False, zorder=3)
+      if order[x] != ENGLISH:
+        ax.annotate("0.0", (x, 0), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=7)
   for x in range(1, len(order)):  # Thin separators between family groups.
     if families[x] != families[x - 1]:
       ax.axvline(x - 0.5, color="0.85", linewidth=0.8, zorder=0)
@@ -473,7 +514,7 @@ def plot_task(task: str, per_language_scores: Mapping[str, object], out_png: str
 
   `per_language_scores` maps language -> score (or the scorer's metrics dict).
   English is hatched and annotated; a dashed line is the non-English mean; a
-  score of exactly 0 is a stub labelled "0.0". The legend lists every family
+  score of exactly 0 has zero height, marked on the axis and labelled "0.0". The legend lists every family
   present; languages not in `LANGUAGE_FAMILY` are grouped as "Other". Written
   atomically to `out_png`, which is returned.
   """
@@ -485,26 +526,31 @@ def _histories(runs: Mapping[str, Mapping]) -> dict[str, list]:
           for name, run in runs.items() if run.get("history")}
 
 
-def plot_losses(runs: Mapping[str, Mapping], out_png: str) -> str:
-  """Training loss against step, one line per model (a dot at the selected step); written atomically."""
+def loss_figure(runs: Mapping[str, Mapping]):
+  """The `plot_losses` figure: one line per model, each its own (colour, line style) (`series_styles`)."""
   histories = _histories(runs)
   if not histories:
     raise ValueError("no model has a loss history")
   fig = new_figure(7.0)
   ax = fig.add_subplot(1, 1, 1)
-  for name, history in histories.items():
+  for (name, history), (colour, style, _) in zip(histories.items(), series_styles(len(histories))):
     steps, losses = zip(*history)
-    (line,) = ax.plot(steps, losses, linewidth=1.2, label=name)
+    ax.plot(steps, losses, color=colour, linestyle=style, linewidth=1.2, label=name)
     selected = runs[name].get("selected_step")
     if selected is not None and float(selected) in steps:
-      ax.plot([selected], [losses[steps.index(float(selected))]], "o", color=line.get_color(), markersize=4)
+      ax.plot([selected], [losses[steps.index(float(selected))]], "o", color=colour, markersize=4)
   ax.set_xlabel("step")
   ax.set_ylabel("training loss")
   ax.set_title("Fine-tuning loss (dot: selected step)")
   ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
   ax.spines["top"].set_visible(False)
   ax.spines["right"].set_visible(False)
-  return save_png(fig, out_png)
+  return fig
+
+
+def plot_losses(runs: Mapping[str, Mapping], out_png: str) -> str:
+  """Training loss against step, one line per model (a dot at the selected step); written atomically."""
+  return save_png(loss_figure(runs), out_png)
 
 
 # ---------------------------------------------------------------------------
@@ -518,7 +564,8 @@ def _plot_name(task: str) -> str:
 
 
 def render_markdown(results: Mapping) -> str:
-  """The report: the score table first, then the models, retrieval settings, transfer gaps and one section per task.
+  """The report: the score table first, then the published scores of the run's model (`results["published"]`),
+  the models, retrieval settings, transfer gaps and one section per task.
 
   A task's section has its table (scored languages only), one "Not scored"
   line for the others, a line counting invalid predictions, and its plot.
@@ -526,6 +573,7 @@ def render_markdown(results: Mapping) -> str:
   results = _normalise(results)
   tasks = results["tasks"]
   parts = ["# XTREME results", summary_table(results)]
+  parts += _published(results, _ordered_tasks(tasks), _xtreme_values(results))
   runs = results.get("runs") or {}
   if runs:
     parts += ["## Fine-tuning", finetuning_table(runs)]
@@ -636,6 +684,7 @@ def render_xglue_markdown(results: Mapping) -> str:
                                                                  ("average", "Average over the tasks scored"))
             if results.get(key) is not None]
   parts = [f"# XGLUE results ({results.get('split', 'test')})", summary] + (["\n".join(totals)] if totals else [])
+  parts += _published(results, list(results["tasks"]), _xglue_values(results))
   runs = results.get("runs") or {}
   if runs:  # which step each model predicts with (the best dev epoch, or the final one)
     parts += ["## Fine-tuning", finetuning_table(runs)]
@@ -680,6 +729,7 @@ def render_mbert_markdown(results: Mapping) -> str:
   rows = [[task, METRIC[task], str(len(r["languages"])), _fmt(r["score"])] for task, r in results["tasks"].items()]
   parts = ["# The mBERT paper's tasks (zero-shot from English)",
            _markdown(["Task", "Metric", "Languages", "Mean"], ["---", "---", "---:", "---:"], rows)]
+  parts += _published(results, list(results["tasks"]), _mbert_values(results))
   runs = results.get("runs") or {}
   if runs:
     parts += ["## Fine-tuning", finetuning_table(runs)]
@@ -706,3 +756,65 @@ def write_mbert_report(results: Mapping, out_dir: str) -> dict[str, str]:
   paths["report.md"] = os.path.join(out_dir, "report.md")
   atomic.write_text(paths["report.md"], render_mbert_markdown(results))
   return paths
+
+
+# ---------------------------------------------------------------------------
+# Published scores beside the run's.
+
+METRIC_LABEL = {**XGLUE_SCORE_LABEL, "exact_match": "EM", "em_f1": "(EM + F1) / 2", "las": "LAS", "uas": "UAS"}
+
+
+def _xtreme_values(results: Mapping):
+  tasks = _tasks(results)
+  return lambda task, metric: {lg: float(r[metric]) for lg, r in tasks.get(task, {}).get("languages", {}).items()
+                               if isinstance(r, Mapping) and metric in r}
+
+
+def _xglue_values(results: Mapping):
+  from xtreme_jax.registry import XGLUE
+  tasks = results["tasks"]
+  return lambda task, metric: ({lg: 100 * v for lg, v in tasks[task].items() if lg != "avg" and v is not None}
+                               if task in tasks and XGLUE.task(task).score == metric else {})
+
+
+def _mbert_values(results: Mapping):
+  tasks = results["tasks"]
+  return lambda task, metric: {lg: float(m[metric]) for lg, m in tasks.get(task, {}).get("languages", {}).items()
+                               if metric in m}
+
+
+def _published(results: Mapping, tasks: Sequence[str], yours) -> list[str]:
+  section = published_section(results.get("published") or [], tasks, yours)
+  return [section] if section else []
+
+
+def published_section(entries: Sequence[Mapping], tasks: Sequence[str], yours) -> str:
+  """The papers' scores of the run's model (`entries`, from `published.for_run`) beside the run's on `tasks`:
+  a table of task means, one per task with per-language numbers where the source gives them, then the sources.
+  `yours(task, metric)` is the run's {language: score, 0-100}; "" when no entry covers a task of the run."""
+  from xtreme_jax.evaluation import published
+  entries = [e for e in entries if any(task in e["tasks"] for task in tasks)]  # numbered [1], [2], ... as cited
+  rows, per_language = [], []
+  for task in tasks:
+    for i, entry in enumerate(entries):
+      for metric, scores in entry["tasks"].get(task, {}).items():
+        mine = yours(task, metric)
+        shown = f"{_fmt(_mean(mine.values()))} ({len(mine)})" if mine else "-"
+        rows.append([task, METRIC_LABEL.get(metric, metric), shown, _fmt(scores.get("avg")), published.label(i)])
+        if scores.get("languages"):
+          per_language.append((task, metric, i, mine, scores))
+  if not rows:
+    return ""
+  parts = ["## Published scores",
+           "The papers' scores of this model (sources below) beside this run's: yours is the mean over the "
+           "languages scored here (their number in brackets), the published one over the task's languages.",
+           _markdown(["Task", "Metric", "Yours", "Published", "Source"], ["---", "---", "---:", "---:", "---"], rows)]
+  for task, metric, i, mine, scores in per_language:
+    langs = ordered_languages(task if task in metrics.TASK_METRIC else None, [*scores["languages"], *mine])
+    label = METRIC_LABEL.get(metric, metric)
+    parts += [f"### {task}: {label} per language {published.label(i)}",
+              _markdown(["", *langs], ["---"] + ["---:"] * len(langs),
+                        [["yours", *(_fmt(mine.get(lg)) for lg in langs)],
+                         [f"published {published.label(i)}", *(_fmt(scores["languages"].get(lg)) for lg in langs)]])]
+  parts.append("\n".join(f"- {published.citation_line(i, entry)}" for i, entry in enumerate(entries)))
+  return "\n\n".join(parts)

@@ -369,7 +369,8 @@ def score_submission(pred_dir: str, labels_dir: str, out: Optional[str] = None,
 def format_table(results: dict) -> str:
   """Tasks as rows, the scored languages then the task average as columns.
 
-  `miss` marks a benchmark language of the task without a prediction file;
+  `miss` marks a benchmark language of the task without a prediction file
+  (`n/s` one the data on disk does not hold: `metrics.NOT_IN_DATA`);
   languages no task has a prediction for are left out (see `missing`).
   Languages with invalid predictions are listed under the table.
   """
@@ -389,7 +390,8 @@ def format_table(results: dict) -> str:
       if lg in scores:
         cells.append(f"{scores[lg]:6.1f}")
       else:
-        cells.append(f"{'miss' if lg in t['missing'] else '-':>6}")
+        reason = t["missing"].get(lg)
+        cells.append(f"{'-' if reason is None else 'n/s' if reason == metrics.NOT_IN_DATA else 'miss':>6}")
     avg = "-" if t["score"] is None else f"{t['score']:.1f}" + ("" if t["complete"] else "*")
     lines.append(f"{name:<{width}}" + "".join(cells) + f"{avg:>7}")
   for category, score in results["categories"].items():
@@ -398,8 +400,12 @@ def format_table(results: dict) -> str:
     lines.append(f"overall: {results['overall']:.1f}")
   if any(not t["complete"] for t in tasks.values()):
     lines.append("* average over the languages present only")
-  if any(lg in t["missing"] and lg not in t["languages"] for t in tasks.values() for lg in languages):
-    lines.append("miss: a language of the task without a prediction file; -: not a language of the task")
+  shown = {t["missing"][lg] == metrics.NOT_IN_DATA for t in tasks.values() for lg in languages
+           if lg in t["missing"] and lg not in t["languages"]}
+  if shown:
+    lines.append("; ".join([*(["miss: a language of the task without a prediction file"] if False in shown else []),
+                            *(["n/s: a language the data on disk (e.g. the sample) lacks"] if True in shown else []),
+                            "-: not a language of the task"]))
   invalid = [f"{task} {lg} {r['invalid']}" for task, t in tasks.items()
              for lg, r in t["languages"].items() if r.get("invalid")]
   if invalid:

@@ -1406,7 +1406,7 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
            languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
            settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
            translations_dir: Optional[str] = None, pseudo_test: bool = False, data_source: str = "official",
-           resume_overrides: Optional[dict] = None) -> dict:
+           resume_overrides: Optional[dict] = None, published_model: Optional[str] = None) -> dict:
   """Runs the XTREME benchmark in `settings.setting`; returns the scores (when `labels_dir` is given).
 
   `data_source`: "official" (`data_dir` is the `download/` folder) or "tfds"
@@ -1416,20 +1416,23 @@ def xtreme(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabul
   (the result then has a `pseudo` entry: {task: {language: metrics}}).
   `resume_overrides`: optimizer settings for the models being resumed, e.g.
   after a NaN stop (module doc).
+  `published_model`: the model preset the run fine-tunes (e.g. 'xlmr_large'): the report shows the papers'
+  scores of it in this setting beside the run's (`evaluation/published.py`); None: none.
   The result also holds `runs` ({model: run entry}, as `<run_dir>/runs.json`)
   and `retrieval` (layer, pooling and max length of BUCC / Tatoeba).
   `run_dir` is claimed for the whole run (`RunDirectory`, `run_fingerprint`).
   """
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
                         translations_dir, data_source, resume_overrides)
-  return _run(runner, tasks, languages, labels_dir, pseudo_test)
+  return _run(runner, tasks, languages, labels_dir, pseudo_test, published_model)
 
 
 def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
           labels_dir: Optional[str] = None, tasks: Sequence[str] = XGLUE.task_names,
           languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
-          split: str = "test", resume_overrides: Optional[dict] = None, translations_dir: Optional[str] = None) -> dict:
+          split: str = "test", resume_overrides: Optional[dict] = None, translations_dir: Optional[str] = None,
+          published_model: Optional[str] = None) -> dict:
   """Runs XGLUE's tasks in `settings.setting` (`XGLUE.settings`).
 
   `data_dir`: the unpacked `xglue_full_dataset` folder. `split`: the split
@@ -1445,14 +1448,14 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   _require(split in ("dev", "test"), f"SPLIT={split!r}; expected 'dev' or 'test'")
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
                         translations_dir, resume_overrides=resume_overrides, benchmark="xglue", split=split)
-  return _run(runner, tasks, languages, labels_dir)
+  return _run(runner, tasks, languages, labels_dir, published_model=published_model)
 
 
 def mbert(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
           labels_dir: Optional[str] = None, tasks: Sequence[str] = MBERT.task_names,
           languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
           settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig(),
-          resume_overrides: Optional[dict] = None) -> dict:
+          resume_overrides: Optional[dict] = None, published_model: Optional[str] = None) -> dict:
   """Runs the mBERT paper's tasks (`registry/mbert.py`: MLDoc, CoNLL NER, UD POS, parsing) zero-shot from
   English.
 
@@ -1462,12 +1465,14 @@ def mbert(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   """
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
                         resume_overrides=resume_overrides, benchmark="mbert")
-  return _run(runner, tasks, languages, labels_dir)
+  return _run(runner, tasks, languages, labels_dir, published_model=published_model)
 
 
 def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], labels_dir: Optional[str],
-         pseudo_test: bool = False) -> dict:
+         pseudo_test: bool = False, published_model: Optional[str] = None) -> dict:
   """Claims the run directory, checks everything (`check_run`), then `run_benchmark`."""
+  from xtreme_jax.evaluation import published
+  published.check_model(published_model)
   _require(not (pseudo_test and runner.filtering), "PSEUDO_TEST=True with a FILTER setting: the pseudo test sets "
            "have no English side to pair with; run them in another setting")
   with RunDirectory(runner.run_dir, run_fingerprint(runner), known=RUN_ENTRIES) as claim:
@@ -1476,11 +1481,11 @@ def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], 
     claim.commit()
     logging.info("%s run in %s (%s): %s", runner.benchmark.name.upper(), runner.run_dir,
                  "re-entered" if resumed else "new", plan)
-    return run_benchmark(runner, plan, labels_dir, pseudo_test)
+    return run_benchmark(runner, plan, labels_dir, pseudo_test, published_model)
 
 
 def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_dir: Optional[str],
-                  pseudo_test: bool = False) -> dict:
+                  pseudo_test: bool = False, published_model: Optional[str] = None) -> dict:
   """Fine-tune, predict and retrieve `plan` ({task: [languages]}, from `check_run`), then score and report."""
   pseudo_plan = {t: runner.pseudo_languages(t) for t in plan} if pseudo_test else {}
   for task, langs in plan.items():
@@ -1503,7 +1508,10 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
   _say(f"scoring {runner.submission} against {labels_dir}")
   score, write_report, table = _scoring(runner.benchmark)
   scores = score(runner, list(plan), labels_dir)
-  results = {**scores, **extras}
+  from xtreme_jax.evaluation import published, report
+  on_disk = {t: test_languages(t, runner.data, None, runner.split) for t in plan}  # a sample's languages
+  found = published.for_run(published_model, runner.benchmark.name, runner.settings.setting)
+  results = report.mark_not_in_data({**scores, **extras, **({"published": found} if found else {})}, on_disk)
   if jax.process_index() == 0:
     atomic.write_json(runner.scores_path, scores)  # the scorer's output, as `xtreme-jax score --out` writes it
     write_report(results, runner.report_dir)
