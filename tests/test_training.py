@@ -3,6 +3,7 @@
 import dataclasses
 import math
 import os
+import sys
 
 import jax
 import numpy as np
@@ -248,21 +249,25 @@ def test_interrupted_run_resumes_to_identical_parameters(tmp_path):
   assert int(resumed.step) == 10
 
 
-def test_truncated_checkpoint_is_set_aside_and_written_again(tmp_path, caplog):
+@pytest.mark.parametrize("cut", ["every file", "array data"])
+def test_truncated_checkpoint_is_set_aside_and_written_again(tmp_path, caplog, monkeypatch, cut):
   straight, _ = _fit(tmp_path / "straight", RandomMlmSource(), steps=10, every=5)
   run = tmp_path / "run"
   with pytest.raises(KeyboardInterrupt):
     _fit(run, CrashingSource(crash_at=9), steps=10, every=4)  # checkpoints at 4 and 8
   ckpts = run / "checkpoints"
-  # Cut step 8 off mid-write: truncate every file of its state, and leave a
+  # Cut step 8 off mid-write: truncate every file of its state (or only its arrays' data), and leave a
   # temporary directory like the one an interrupted orbax save leaves.
   for root, _, files in os.walk(ckpts / "8" / "state"):
-    for name in files:
+    for name in files if cut == "every file" or os.path.basename(root) == "d" else ():
       with open(os.path.join(root, name), "r+b") as f:
         f.truncate(max(0, os.path.getsize(os.path.join(root, name)) // 3))
   (ckpts / "12.orbax-checkpoint-tmp-1234").mkdir()
+  unraisable = []  # what would be printed as tracebacks: a failed read leaves none
+  monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
   trainer = make_trainer(run, steps=10, every=4)
   state, position = trainer.restore_or_init(RandomMlmSource().batch(0))
+  assert [str(u.exc_value) for u in unraisable] == []
   assert (int(state.step), position) == (4, 4)
   # Step 8 is renamed out of orbax's step names (reported), so listings show valid steps only.
   aside = [n for n in os.listdir(ckpts) if n.startswith("corrupt-8-")]

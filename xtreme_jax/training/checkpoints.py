@@ -33,8 +33,9 @@ positions, so that resuming never re-reads the corpus).
 Orbax writes into a temporary directory and renames it when complete, so a
 write cut off mid-way never looks like a step. A
 checkpoint that cannot be read while an older one can is set aside
-(`checkpoints/corrupt-<step>-<utc time>`), so the resumed run writes that
-step again.
+(`checkpoints/corrupt-<step>-<utc time>`) and the run resumes from the older
+one, in one warning line (`drop_closed_loop_callbacks` keeps tensorstore's
+late callbacks from printing tracebacks around it).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import importlib.util
 import json
 import logging
 import os
+import sys
 from typing import Any, Callable, Iterable, Optional
 
 import jax
@@ -83,6 +85,26 @@ VERSION = "fingerprint_version"  # run_config.json's key for the FINGERPRINT_VER
 # 1: before versioning (no key); 2: every config field, bundled paths package-relative; 3: FILTER temperatures,
 # the feature-based BiLSTM size, WMT14 text folders, the encoder-decoder embedding switches.
 FINGERPRINT_VERSION = 3
+
+
+def drop_closed_loop_callbacks() -> None:
+  """From now on, drop the 'Event loop is closed' errors a failed orbax restore leaves behind.
+
+  tensorstore completes the reads of a restore that failed after orbax has closed its event loop; each
+  completion then raises RuntimeError('Event loop is closed') into `sys.unraisablehook`, tens of tracebacks
+  around the one-line warning. Those alone are dropped; anything else reaches the hook installed before.
+  """
+  previous = sys.unraisablehook
+  if getattr(previous, "drops_closed_loop", False):
+    return
+
+  def hook(unraisable):
+    error = unraisable.exc_value
+    if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+      previous(unraisable)
+
+  hook.drops_closed_loop = True
+  sys.unraisablehook = hook
 
 
 class ForeignRunDirectoryError(errors.UserError, RuntimeError):
@@ -388,6 +410,7 @@ class Checkpointer:
         restored = self.manager.restore(step, args=ocp.args.Composite(**items))
         ok = True
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is skipped
+        drop_closed_loop_callbacks()
         logging.warning("checkpoint at step %d is unreadable (%s: %s); trying an earlier one",
                         step, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
         ok = False
@@ -407,8 +430,8 @@ class Checkpointer:
         old = os.path.join(self.directory, str(step))
         new = os.path.join(self.directory, f"corrupt-{step}-{stamp}")
         fs.rename(old, new)
-        logging.warning("set aside the unreadable checkpoint %s as %s; resuming from step %d, step %d will be "
-                        "written again", old, new, resumed_from, step)
+        logging.warning("set aside the unreadable checkpoint %s as %s; resuming from step %d (the steps after it "
+                        "are trained again)", old, new, resumed_from)
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
       multihost_utils.sync_global_devices(f"set aside {steps}")
