@@ -238,6 +238,14 @@ def test_os_errors_a_user_can_fix_are_one_line_naming_the_path(tmp_path, capsys)
   with pytest.raises(RuntimeError):
     errors.run_cli(full_disk, ["--debug"])
 
+  def fallback_bug(argv):  # a bug in code that handles a permission error stays a bug
+    try:
+      raise PermissionError(errno.EACCES, "Permission denied", "/x")
+    except PermissionError:
+      return {}["missing"]
+  with pytest.raises(KeyError):
+    errors.run_cli(fallback_bug, [])
+
   def reset(argv):
     raise ConnectionResetError(errno.ECONNRESET, "Connection reset by peer")
   with pytest.raises(ConnectionResetError):  # not something the user can fix: a traceback

@@ -521,3 +521,15 @@ def test_logged_losses_are_window_means_each_objective_over_the_steps_that_train
   assert window_means([mono, bi]) == pytest.approx(
       {"mean_loss": (6 * 10 + 9 * 30) / 40, "mean_is_loss": (3 * 10 + 4 * 30) / 40, "mean_tlm_loss": 5.0})
   assert window_means([mono]) == pytest.approx({"mean_loss": 6.0, "mean_is_loss": 3.0})  # no TLM trained: none
+
+
+def test_the_initial_evaluation_is_a_baseline_written_once_the_run_is_committed(tmp_path):
+  """eval_at_start: step 0 is evaluated and recorded, never kept as the best (the untrained model), and reaches
+  metrics.jsonl only after the first step committed the directory."""
+  scores = iter([0.9, 0.2, 0.4])  # the untrained parameters score highest
+  _, summary = _fit(tmp_path, RandomMlmSource(), steps=4, every=4, eval_every=2, select_metric="score",
+                    eval_at_start=True, evaluator=lambda params: {"score": next(scores)})
+  assert [(e["step"], e["score"]) for e in summary["eval"]] == [(0, 0.9), (2, 0.2), (4, 0.4)]
+  assert summary["best"] == {"step": 4, "metric": "score", "value": 0.4}
+  steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert steps[:2] == [0, 1]

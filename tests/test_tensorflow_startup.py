@@ -28,3 +28,16 @@ def test_tensorflow_is_imported_without_its_start_up_lines_and_sees_no_gpu():
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert proc.stderr == "stderr works again\n"
   assert json.loads(proc.stdout) == {"gpus": 0, "hooks": []}  # the hook is gone once it has run
+
+
+def test_only_the_start_up_lines_are_dropped(capfd):
+  """What else reaches fd 2 during the import (an error, another thread's line) is written out afterwards."""
+  from xtreme_jax import tensorflow_startup
+  with tensorflow_startup._start_up_lines_dropped():
+    os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+                b"I0000 00:00:1795784536.824501   11762 port.cc:153] oneDNN custom operations are on.\n"
+                b"E0000 00:00:1795784582.045321   12671 cuda_platform.cc:52] failed call to cuInit: INTERNAL\n"
+                b"F0000 00:00:1.0   1 op_kernel.cc:10] Check failed: a real problem\n"
+                b"compiling train step ... 3.0 s\n")
+  assert capfd.readouterr().err == "F0000 00:00:1.0   1 op_kernel.cc:10] Check failed: a real problem\n" \
+                                   "compiling train step ... 3.0 s\n"

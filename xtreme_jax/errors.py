@@ -109,15 +109,24 @@ OS_ERROR_HINTS = {
 }
 
 
+# Errors that are bugs whatever they were raised while handling (a fallback that itself failed).
+BUG_TYPES = (TypeError, AttributeError, KeyError, IndexError, NameError, AssertionError, UnboundLocalError)
+
+
 def user_os_error(error: BaseException) -> Optional[OSError]:
   """The OS error the user can fix (full disk, read-only or forbidden folder, a file where a folder should be)
-  that `error` is or was raised from (libraries such as orbax wrap it); None if there is none."""
+  that `error` is or was raised from (libraries such as orbax wrap it: `raise ... from`, or raised while
+  handling it, unless `from None` hid it; Gin re-raises a subclass `from None` with a longer message);
+  None if there is none, or if an error on the way is a bug type (`BUG_TYPES`)."""
   seen = set()
-  while error is not None and id(error) not in seen:
+  while error is not None and id(error) not in seen and not isinstance(error, BUG_TYPES):
     seen.add(id(error))
     if isinstance(error, OSError) and error.errno in OS_ERROR_HINTS:
       return error
-    error = error.__cause__ or error.__context__
+    context = error.__context__
+    if error.__suppress_context__ and not isinstance(error, type(context)):  # (gin re-raises a subclass)
+      context = None
+    error = error.__cause__ if error.__cause__ is not None else context
   return None
 
 

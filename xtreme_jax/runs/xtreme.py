@@ -704,12 +704,14 @@ class XtremeRunner:
       return "translate_test"
     return "test"
 
-  def check_inputs(self, task: str, language: str) -> None:
-    """The test data of (task, language), the training and dev data of its model exist and read (each file is
-    read once here, before any compilation, so a malformed one stops the run before it claims its directory);
-    a translated test set can be matched to the original (`XtremeData.check_translate_test`) and is aligned with
-    it (line count, or question ids: `xtreme_translations.check_translate_test_ids`). Raises
-    `errors.ConfigError` / `errors.MissingInputError` / `errors.DataError`."""
+  def check_inputs(self, task: str, language: str, checked: Optional[set] = None) -> None:
+    """The test data of (task, language), the training and dev data of its model exist and read (before any
+    compilation, so a malformed file stops the run before it claims its directory; a source in `checked` is
+    not read again, and is added to it once read); a translated test set can be matched to the original
+    (`XtremeData.check_translate_test`) and is aligned with it (line count, or question ids:
+    `xtreme_translations.check_translate_test_ids`). Raises `errors.ConfigError` /
+    `errors.MissingInputError` / `errors.DataError`."""
+    checked = set() if checked is None else checked
     split = self.test_split(task, language)
     if split == "translate_test":
       self.data.check_translate_test(task)
@@ -722,7 +724,9 @@ class XtremeRunner:
                                        f"{self.data.location(*src)}")
     selection = self.selection(task) if task not in RETRIEVAL_TASKS else None
     for src in dict.fromkeys(needed + list(selection["dev"] if selection else ())):
-      self.read(*src)  # a malformed file (or a translation not aligned with its original) stops the run here
+      if src not in checked:
+        self.read(*src)  # a malformed file (or a translation not aligned with its original) stops the run here
+        checked.add(src)
 
   # -- fine-tuned models -----------------------------------------------------
 
@@ -1327,9 +1331,10 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}
   if labels_dir and bench is XGLUE:
     _check_xglue_labels(runner, plan, labels_dir)
+  checked: set = set()  # each source is read once, whichever task and language need it
   for task, langs in plan.items():
     for lg in langs:
-      runner.check_inputs(task, lg)
+      runner.check_inputs(task, lg, checked)
   return plan
 
 

@@ -549,6 +549,8 @@ class Trainer:
           if step == start:
             self._started(progress, done, metrics, t0)
             bar = self._bar(done)
+            if progress.evals and progress.evals[0]["step"] == 0 and start == 0:
+              self._write(0, progress.evals[0], "eval")  # the baseline, now that the run is committed
           else:
             progress.examples += source.batch_size
             progress.tokens += fed.tokens * hosts
@@ -696,11 +698,13 @@ class Trainer:
     progress.logged = record["step"]
     self._write(record["step"], record, "train")
     if bar is not None and "tokens_per_s" in record:
-      bar.set_postfix(loss=f"{record['mean_loss']:.4f}", lr=f"{record['learning_rate']:.2e}",
+      bar.set_postfix(loss=f"{record.get('mean_loss', record['loss']):.4f}", lr=f"{record['learning_rate']:.2e}",
                       ex_s=f"{record['examples_per_s']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}")
 
   def _evaluate_at(self, progress: _Progress, step: int, params: Any, eval_source=None, evaluator=None) -> None:
-    """Evaluate, log, record in `progress.evals`, and keep the parameters if they are the best so far."""
+    """Evaluate, log, record in `progress.evals`, and keep the parameters if they are the best so far. The
+    initial parameters (`eval_at_start`, step 0) are a baseline: not offered as the best, no plateau step, and
+    written to the metrics only once the first step has committed the run directory (`_started`)."""
     t = time.perf_counter()
     record: dict = {"step": step}
     if eval_source is not None:
@@ -708,6 +712,9 @@ class Trainer:
     if evaluator is not None:
       record.update({k: float(val) for k, val in evaluator(params).items()})
     progress.evals.append(record)
+    if step == 0:
+      self._say(f"eval @ 0 ({time.perf_counter() - t:.1f} s): {format_scores(record)} (the initial parameters)")
+      return
     self._write(step, record, "eval")
     improved, best = self._select(step, params, record)
     self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): {format_scores(record)}{best}"
