@@ -277,6 +277,8 @@ def test_steps_come_from_checkpoints_or_best(tmp):
   assert (newest.step, newest.where, newest.params["backbone"]["x"].tolist()) == (4, f"{run}/checkpoints/4", [1, 1])
   chosen = read_run(run, str(tmp / "unused"), step=3)
   assert (chosen.step, chosen.where, chosen.params["backbone"]["x"].tolist()) == (3, f"{run}/best/3", [0, 0])
+  selected = read_run(run, str(tmp / "unused"), prefer_best=True)  # export-hf's default: what the run predicted with
+  assert (selected.step, selected.where) == (3, f"{run}/best/3")
 
 
 def test_a_failed_write_leaves_nothing(tmp, monkeypatch):

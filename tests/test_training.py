@@ -263,9 +263,9 @@ def test_truncated_checkpoint_is_set_aside_and_written_again(tmp_path, caplog, m
       with open(os.path.join(root, name), "r+b") as f:
         f.truncate(max(0, os.path.getsize(os.path.join(root, name)) // 3))
   (ckpts / "12.orbax-checkpoint-tmp-1234").mkdir()
+  trainer = make_trainer(run, steps=10, every=4)
   unraisable = []  # what would be printed as tracebacks: a failed read leaves none
   monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-  trainer = make_trainer(run, steps=10, every=4)
   state, position = trainer.restore_or_init(RandomMlmSource().batch(0))
   assert [str(u.exc_value) for u in unraisable] == []
   assert (int(state.step), position) == (4, 4)

@@ -364,11 +364,12 @@ def save(out_dir: str, export: Export, files: Optional[dict] = None) -> None:
 
 
 def export_hf(run_dir: str, out_dir: str, step: Optional[int] = None) -> str:
-  """Write checkpoint `step` (None: the newest) of fine-tuning run `run_dir` as a transformers folder `out_dir`;
-  returns the line saying what was written."""
+  """Write checkpoint `step` of fine-tuning run `run_dir` as a transformers folder `out_dir` (None: the parameters
+  the run predicted with: its best on dev in `best/`, else its newest checkpoint); returns the line saying what
+  was written."""
   from xtreme_jax.models.veco_assembly import read_run  # pylint: disable=g-import-not-at-top
   what = "a fine-tuning run"
-  run = read_run(run_dir, out_dir, what, step)
+  run = read_run(run_dir, out_dir, what, step, prefer_best=True)
   files, special, tokenizer = _tokenizer(run.run_config)
   export = convert(run.run_config["model"], run.params, _labels(run.run_config), special)
   save(out_dir, export, files)

@@ -177,9 +177,11 @@ class RunParams:
   params: dict               # every parameter of the model, as stored
 
 
-def read_run(run_dir: str, out_dir: str, what: str = "a pretraining run", step: int | None = None) -> RunParams:
-  """The settings and checkpoint `step` (None: the newest) of run `run_dir`, which should be `what`; refuses a
-  non-empty `out_dir` first (before any restore)."""
+def read_run(run_dir: str, out_dir: str, what: str = "a pretraining run", step: int | None = None,
+             prefer_best: bool = False) -> RunParams:
+  """The settings and checkpoint `step` of run `run_dir`, which should be `what` (None: the newest checkpoint,
+  or with `prefer_best` the best-on-dev parameters in `best/` where the run kept some: those it predicted
+  with); refuses a non-empty `out_dir` first (before any restore)."""
   from xtreme_jax import hf
   config_path = os.path.join(run_dir, "run_config.json")
   run_config = hf.read_json(config_path, f"the run_config.json of {what}")
@@ -191,7 +193,7 @@ def read_run(run_dir: str, out_dir: str, what: str = "a pretraining run", step: 
   except errors.UserError as e:
     raise type(e)(f"{config_path}: {e}") from e
   hf.refuse_non_empty(os.path.abspath(out_dir))  # before the restore
-  step, where, params = _restore_params(run_dir, step, what)
+  step, where, params = _restore_params(run_dir, step, what, prefer_best)
   return RunParams(run_config, config, step, where, params)
 
 
@@ -206,15 +208,17 @@ def _manager(run_dir: str, folder: str):
                                options=ocp.CheckpointManagerOptions(create=False, read_only=True))
 
 
-def _restore_params(run_dir: str, step: int | None, what: str) -> tuple[int, str, dict]:
-  """(step, its folder, parameters as stored) of checkpoint `step` in `checkpoints/` (None: the newest there), or
-  in `best/` when only that holds it."""
+def _restore_params(run_dir: str, step: int | None, what: str, prefer_best: bool = False) -> tuple[int, str, dict]:
+  """(step, its folder, parameters as stored) of checkpoint `step` in `checkpoints/` (None: the newest there, or
+  `best/`'s with `prefer_best`), or in `best/` when only that holds it."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   steps = {}
   for folder in _RUN_PARAMS:
     if fs.isdir(os.path.join(run_dir, folder)):
       with _manager(run_dir, folder) as manager:
         steps[folder] = sorted(manager.all_steps())
+  if step is None and prefer_best and steps.get("best"):
+    step = steps["best"][-1]
   if step is None:
     if not steps.get("checkpoints"):
       raise errors.MissingInputError(f"{run_dir}/checkpoints holds no checkpoint; expected {what}")

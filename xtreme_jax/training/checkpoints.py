@@ -401,6 +401,7 @@ class Checkpointer:
     the run writes them again; if no step is readable, nothing is renamed.
     """
     unreadable = []
+    drop_closed_loop_callbacks()  # before any attempt: a failed read's callbacks may come before its exception
     for step in sorted(self.manager.all_steps(), reverse=True):
       items = {"state": ocp.args.StandardRestore(abstract_state), "meta": ocp.args.JsonRestore()}
       has_input = fs.exists(os.path.join(self.directory, str(step), "input"))
@@ -410,7 +411,6 @@ class Checkpointer:
         restored = self.manager.restore(step, args=ocp.args.Composite(**items))
         ok = True
       except Exception as e:  # noqa: BLE001 - any unreadable checkpoint is skipped
-        drop_closed_loop_callbacks()
         logging.warning("checkpoint at step %d is unreadable (%s: %s); trying an earlier one",
                         step, type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
         ok = False
