@@ -31,6 +31,11 @@ def _import_hf(argv: list[str]) -> int:
   return hf.cli_import_hf(argv)
 
 
+def _export_hf(argv: list[str]) -> int:
+  from xtreme_jax import hf_export
+  return hf_export.cli_export_hf(argv)
+
+
 def _export_encoder(argv: list[str]) -> int:
   if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
     print("usage: xtreme-jax export-encoder RUN_DIR OUT [LANGUAGE_ID]", file=sys.stderr)
@@ -96,7 +101,7 @@ COMMANDS = {
         "a fine-tuned classifier / tagger / QA / seq2seq run -> a",
         "Hugging Face transformers folder (config.json, safetensors,",
         "tokenizer files); prints the architecture it maps to"),
-        lambda argv: importlib.import_module("xtreme_jax.hf_export").cli_export_hf(argv)),
+        _export_hf),
     "average-checkpoints": Command("RUN_DIR [--last N] [--allow-fewer]", (
         "mean parameters of the newest N checkpoints (default 10)",
         "-> RUN_DIR/averaged/<newest step>/ (VECO translation)"), _average_checkpoints, compiles=True),
