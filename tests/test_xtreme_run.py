@@ -583,6 +583,15 @@ def test_a_malformed_file_of_a_later_task_stops_the_run_before_it_claims_its_dir
   assert not (run / "run_config.json").exists() and not (run / "models").exists()
 
 
+def test_an_init_checkpoint_that_is_not_there_stops_the_run_before_it_claims_its_directory(tmp_path, capsys):
+  run = tmp_path / "run"
+  rc, _ = _run(f"--gin.RUN_DIR='{run}'", f"--gin.INIT_CHECKPOINT='{tmp_path}/nothing'", "--gin.TASKS=('xnli',)")
+  assert rc == 2
+  (line,) = capsys.readouterr().err.splitlines()
+  assert line.startswith(f"error: {tmp_path}/nothing/config.json does not exist")
+  assert not (run / "run_config.json").exists()
+
+
 def test_settings_are_checked_with_one_line_errors():
   with pytest.raises(errors.ConfigError, match=r"^FinetuneSettings.setting = 'bogus': expected one of"):
     xtreme.FinetuneSettings(setting="bogus")

@@ -1318,6 +1318,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   _require(runner.vocab.vocab_size <= config.vocab_size, f"the vocabulary {runner.vocabulary} has "
            f"{runner.vocab.vocab_size} ids but the model's vocab_size is {config.vocab_size}; raise vocab_size in "
            "the model preset")
+  pretrained_loader(runner.init_checkpoint, config)  # INIT_CHECKPOINT exists and fits the model (its config.json)
   for task in tasks:
     if task in RETRIEVAL_TASKS:
       layer, seq_len = runner.retrieval_layer(task), runner.settings.retrieval(task).seq_len
