@@ -37,10 +37,11 @@ import os
 from typing import Optional
 
 from xtreme_jax import errors
+from xtreme_jax.data import paths
 from xtreme_jax.data.xtreme_readers import malformed, numbered_lines
 from xtreme_jax.registry.mbert import MLDOC_LABELS as LABELS, MLDOC_LANGUAGES
 
-PUNKT_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "resources", "punkt_tab")
+PUNKT_DIR = paths.resources_dir("punkt_tab")
 PUNKT_MODELS = ("english", "german", "french", "spanish", "italian", "russian")  # NLTK has none for ja / zh
 
 

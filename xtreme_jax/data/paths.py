@@ -29,6 +29,12 @@ def package_dir(package: str, *parts: str) -> str:
 SAMPLE_DIR = package_dir("xtreme_jax", "sample_data")
 
 
+def resources_dir(*parts: str) -> str:
+  """A folder of the data the package ships besides the sample (`xtreme_jax/resources/`: Punkt models,
+  published scores)."""
+  return package_dir("xtreme_jax", "resources", *parts)
+
+
 def gin_dir() -> str:
   """The bundled Gin configs (`runs/`, `models/`, `experiments/`): the search path of `--gin_file`."""
   return package_dir("xtreme_jax.gin_configs")

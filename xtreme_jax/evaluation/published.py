@@ -32,7 +32,7 @@ SOURCE_KEYS = ("citation", "table", "read_from")  # every source names these (no
 
 
 def data_dir() -> str:
-  return paths.package_dir("xtreme_jax", "resources", "published")
+  return paths.resources_dir("published")
 
 
 @functools.lru_cache(maxsize=None)
