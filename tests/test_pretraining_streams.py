@@ -269,6 +269,23 @@ def test_alternation_and_single_kind_sources(corpus):
     assert only_bi.batch(p)["is_bilingual"].all()
 
 
+def test_a_dropped_source_frees_its_tf_data_iterators_at_once(corpus):
+  """No reference cycle: the garbage collector's later teardown of an iterator can stall a trace for seconds."""
+  import gc
+  import weakref
+  _, mono, para = corpus
+  src = ps.SeqioPairSource(WordVocab(), monolingual_tasks=mono, parallel_tasks=para, segment_len=8, batch_size=4)
+  src.batch(0), src.batch(1)
+  streams = [weakref.ref(s) for s in src._state["streams"].values()]
+  assert streams
+  gc.disable()
+  try:
+    del src
+    assert all(s() is None for s in streams)
+  finally:
+    gc.enable()
+
+
 @pytest.mark.parametrize("alpha", [pc.UNICODER_ALPHA, pc.VECO_ALPHA, pc.MBERT_ALPHA])
 def test_language_frequencies_follow_n_to_the_alpha(corpus, alpha):
   _, mono, para = corpus
@@ -392,16 +409,17 @@ def test_input_state_of_other_data_is_refused_naming_what_changed(corpus, regist
 def test_a_stream_that_cannot_be_checkpointed_resumes_by_skipping(registered, monkeypatch, caplog):
   import logging
 
-  def fn(split, shuffle_files):  # a Python generator: its position cannot be saved
+  def fn(split, shuffle_files):  # a stateful op (a random integer in [0, 1), always 0): the position cannot be saved
     del split, shuffle_files
-    return tf.data.Dataset.from_generator(lambda: iter([f"g{i} a b c d" for i in range(7)]),
-                                          output_signature=tf.TensorSpec([], tf.string)).map(lambda t: {"text": t})
+    zero = lambda: tf.strings.as_string(tf.random.uniform([], 0, 1, tf.int32))
+    return tf.data.Dataset.from_tensor_slices([f"g{i} a b c d" for i in range(7)]).map(
+        lambda t: {"text": tf.strings.join([t, zero()], " ")})
 
-  seqio.TaskRegistry.remove("test_generator_aa")
-  seqio.TaskRegistry.add("test_generator_aa", source=seqio.FunctionDataSource(dataset_fn=fn, splits=("train",)),
+  seqio.TaskRegistry.remove("test_stateful_aa")
+  seqio.TaskRegistry.add("test_stateful_aa", source=seqio.FunctionDataSource(dataset_fn=fn, splits=("train",)),
                          output_features=pt.TEXT_FEATURES, preprocessors=[], metric_fns=[])
   try:
-    make = lambda: ps.SeqioPairSource(WordVocab(), monolingual_tasks={"aa": "test_generator_aa"}, counts={"aa": 7},
+    make = lambda: ps.SeqioPairSource(WordVocab(), monolingual_tasks={"aa": "test_stateful_aa"}, counts={"aa": 7},
                                       segment_len=8, batch_size=4)
     straight = make()
     batches = [straight.batch(p) for p in range(5)]
@@ -417,7 +435,7 @@ def test_a_stream_that_cannot_be_checkpointed_resumes_by_skipping(registered, mo
     _same(resumed.batch(4), batches[4])
     assert skips == [12]
   finally:
-    seqio.TaskRegistry.remove("test_generator_aa")
+    seqio.TaskRegistry.remove("test_stateful_aa")
 
 
 def _state_at(source, position):

@@ -83,6 +83,7 @@ import functools
 import importlib
 import logging
 import uuid
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -164,7 +165,10 @@ class _Stream:
 
   def __init__(self, name: str, dataset, cursor: int, prepare: Callable, max_lookahead: int,
                pending: Sequence[dict] = (), iterator_state: Mapping[str, str] | None = None, skip: int = 0):
-    self.name, self.cursor, self.prepare, self.max_lookahead = name, cursor, prepare, max_lookahead
+    self.name, self.cursor, self.max_lookahead = name, cursor, max_lookahead
+    # A source's bound method is held weakly: the source owns its streams, and a cycle back to it would leave
+    # the tf.data iterator to the garbage collector, whose teardown of it can stall a later trace for seconds.
+    self._prepare = weakref.WeakMethod(prepare) if hasattr(prepare, "__self__") else lambda: prepare
     self.skip = skip
     self.iterator = iter(dataset)
     if iterator_state is not None:
@@ -172,6 +176,10 @@ class _Stream:
     self.pending: collections.deque = collections.deque(pending)  # raw examples cursor, cursor + 1, ...
     self.ready: collections.deque = collections.deque()  # prepared forms of pending[0], pending[1], ...
     self.checkpointable = True
+
+  @property
+  def prepare(self) -> Callable:
+    return self._prepare()
 
   def _read_chunk(self) -> None:
     try:
