@@ -27,9 +27,14 @@ import tempfile  # noqa: E402
 jax.config.update("jax_num_cpu_devices", 4)
 jax.config.update("jax_platforms", "cpu")
 # Many tests build a Trainer for the same tiny model: a per-session persistent
-# compilation cache turns every repeated compile into a cache hit.
-_CACHE_DIR = tempfile.mkdtemp(prefix="xtreme_jax_test_xla_cache_")
-atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)  # per session: nothing left in /tmp
+# compilation cache turns every repeated compile into a cache hit. The session's first process (pytest-xdist's
+# controller, or the one process of `-n 0`) makes it and removes it at exit; the workers it starts inherit it,
+# so a program compiled by one worker is a hit in the other.
+_CACHE_DIR = os.environ.get("XTREME_JAX_TEST_XLA_CACHE")
+if not _CACHE_DIR or not os.path.isdir(_CACHE_DIR):
+  _CACHE_DIR = tempfile.mkdtemp(prefix="xtreme_jax_test_xla_cache_")
+  os.environ["XTREME_JAX_TEST_XLA_CACHE"] = _CACHE_DIR
+  atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)  # per session: nothing left in /tmp
 jax.config.update("jax_compilation_cache_dir", _CACHE_DIR)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
