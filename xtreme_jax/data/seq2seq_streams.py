@@ -49,7 +49,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data.pretraining_streams import READ_CHUNK, _describe_source, _Stream, _unb64, check_input_state
+from xtreme_jax.data.pretraining_streams import (READ_CHUNK, _describe_source, _Stream, _unb64, check_input_state,
+                                                 stream_options)
 from xtreme_jax.data.sources import IndexedSource, stack
 
 STATE_FORMAT = 1  # version of the `input_state` dict
@@ -210,9 +211,7 @@ class SeqioSeq2SeqSource:
       out["lengths"] = tf.stack(sizes)
       return out
 
-    options = tf.data.Options()
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL  # never a wrong save
-    return ds.map(fixed).batch(chunk).prefetch(1).with_options(options)
+    return ds.map(fixed).batch(chunk).prefetch(1).with_options(stream_options())
 
   def _prepare(self, example: dict) -> Optional[dict]:
     """A row of the batch from a padded example (None: no input or no target token, skipped)."""

@@ -33,7 +33,7 @@ import numpy as np
 from xtreme_jax import errors
 from xtreme_jax.data import paths, wmt14
 from xtreme_jax.data.packing import next_row
-from xtreme_jax.data.pretraining_streams import READ_CHUNK, _Stream, _unb64, check_input_state
+from xtreme_jax.data.pretraining_streams import READ_CHUNK, _Stream, _unb64, check_input_state, stream_options
 from xtreme_jax.data.sources import IndexedSource, stack
 from xtreme_jax.data.vocabularies import load_vocabulary
 
@@ -97,7 +97,6 @@ class WmtStream:
 
   def _dataset(self, skip: int, host_index: int, host_count: int):
     """This host's shard of the pairs, shuffled per epoch, repeated, from pair `skip` on, in chunks."""
-    import tensorflow as tf
     ds = wmt14.dataset(self.direction, self.split, self.data_dir, text_dir=self.text_dir)
     if self.limit is not None:
       ds = ds.take(self.limit)
@@ -106,10 +105,7 @@ class WmtStream:
     ds = ds.shuffle(self.shuffle_buffer, seed=self.seed, reshuffle_each_iteration=True).repeat()
     if skip:
       ds = ds.skip(skip)
-    options = tf.data.Options()
-    options.deterministic = True
-    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL
-    return ds.batch(READ_CHUNK).prefetch(1).with_options(options)
+    return ds.batch(READ_CHUNK).prefetch(1).with_options(stream_options())
 
   def _prepare(self, example: dict) -> tuple[list, list]:
     return encode_pair(self.vocab, bytes(example["source"]).decode("utf-8"),
