@@ -56,6 +56,7 @@ from xtreme_jax.data.xglue_data import XglueData
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.registry.xglue import MULTI_TASK
+from xtreme_jax.runs.fine_tuning import SETTINGS
 from xtreme_tasks.xtreme import XtremeSource, _dataset_from_rows, output_features, register_mixture, train_examples_rate
 
 DATA_DIR_ENV = "XTREME_JAX_XGLUE_DIR"
@@ -168,14 +169,15 @@ def register_all() -> None:
     for lg in spec.test_languages:
       register_task(spec.name, lg)
       register_task(spec.name, lg, "eval")
-    register_mixture(f"xglue_{spec.name.lower()}_zero_shot", evaluated(spec.name, spec.train[1]))
+    # The mixtures' names are the settings' (`fine_tuning.Setting.mixture`).
+    register_mixture(SETTINGS["zero_shot"].mixture("xglue", spec.name), evaluated(spec.name, spec.train[1]))
     for lg in spec.languages["train"]:
-      register_mixture(f"xglue_{spec.name.lower()}_pivot_{lg}", evaluated(spec.name, lg))
-    register_mixture(f"xglue_{spec.name.lower()}_multi_language", evaluated(spec.name, *spec.languages["train"]),
-                     default_rate=train_examples_rate)
+      register_mixture(SETTINGS["pivot_language"].mixture("xglue", spec.name, lg), evaluated(spec.name, lg))
+    register_mixture(SETTINGS["multi_language"].mixture("xglue", spec.name),
+                     evaluated(spec.name, *spec.languages["train"]), default_rate=train_examples_rate)
   for task in MULTI_TASK:
     register_task(task, XGLUE.task(task).train[1], "multitask")
-  register_mixture("xglue_multi_task", [task_name(t, XGLUE.task(t).train[1], "multitask") for t in MULTI_TASK],
+  register_mixture(SETTINGS["multi_task"].mixture("xglue", MULTI_TASK[0]), [task_name(t, XGLUE.task(t).train[1], "multitask") for t in MULTI_TASK],
                    default_rate=train_examples_rate)
 
 

@@ -65,6 +65,8 @@ Mixtures (settings of METHODS.md "XTREME / XGLUE fine-tuning settings")
   their zero-shot mixtures have no train split (evaluation only).
 * `xtreme_{task}_in_language_{lg}` for panx, udpos, tydiqa: that language's own
   train / dev / test.
+* `xtreme_{task}_in_language_fewshot_{lg}` for the same: its first 1,000
+  training examples (the task `xtreme_{task}_{lg}_fewshot1000`).
 * `xtreme_{task}_in_language_all` for panx, udpos, tydiqa: every language's
   train data (multi-task over languages) and every language for evaluation.
 * `xtreme_multitask`: English training data of xnli, pawsx, panx, udpos, squad
@@ -127,22 +129,20 @@ from xtreme_jax.data import xtreme_translations as translations
 from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.registry import XTREME, BenchmarkSpec
+from xtreme_jax.runs import fine_tuning
+from xtreme_jax.runs.fine_tuning import (FEWSHOT_SIZE, IN_LANGUAGE_TASKS, SETTINGS, TRANSLATE_TEST_TASKS,
+                                         TRANSLATE_TRAIN_SOURCE)
 
 DATA_DIR_ENV = "XTREME_JAX_DATA_DIR"
 TRANSLATIONS_DIR_ENV = "XTREME_JAX_TRANSLATIONS_DIR"
 DATA_SOURCE_ENV = "XTREME_JAX_DATA_SOURCE"
-FEWSHOT_SIZE = 1000
 
 # From the task registry (`xtreme_jax.registry.xtreme`).
 BENCHMARK_TASKS = XTREME.task_names
 ALL_TASKS = BENCHMARK_TASKS + tuple(t.name for t in XTREME.extra_tasks)
-IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
 # Zero-shot training data of each benchmark task (None: not fine-tuned).
 ZERO_SHOT_TRAIN = {t.name: t.train[0] if t.train else None for t in XTREME.tasks}
 MULTITASK_TASKS = tuple(dict.fromkeys(t.train[0] for t in XTREME.tasks if t.train))
-# Benchmark task -> the reader task whose translations are its translate-train data.
-TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.translate_train}
-TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
 PSEUDO_TASKS = XTREME.where(pseudo_test=True)
 
 # Kept across importlib.reload (re-registration must not forget the configured directory).
@@ -483,13 +483,16 @@ def register_all() -> None:
   for task in MULTITASK_TASKS:
     register_task(task, "en", "multitask", union_schema=True)
 
+  # The mixtures' names are the settings' (`fine_tuning.Setting.mixture`).
   for task in BENCHMARK_TASKS:
-    register_mixture(f"xtreme_{task}_zero_shot", zero_shot_members(task))
+    register_mixture(fine_tuning.ZERO_SHOT.mixture("xtreme", task), zero_shot_members(task))
+  few_shot = SETTINGS["in_language_fewshot"]
   for task in IN_LANGUAGE_TASKS:
     for lg in languages(task, "train"):
-      register_mixture(f"xtreme_{task}_in_language_{lg}", [task_name(task, lg)])
-    register_mixture(f"xtreme_{task}_in_language_all", [task_name(task, lg) for lg in languages(task)],
-                     default_rate=train_examples_rate)
+      register_mixture(SETTINGS["in_language"].mixture("xtreme", task, lg), [task_name(task, lg)])
+      register_mixture(few_shot.mixture("xtreme", task, lg), [task_name(task, lg, f"fewshot{few_shot.few_shot}")])
+    register_mixture(SETTINGS["in_language_multi"].mixture("xtreme", task),
+                     [task_name(task, lg) for lg in languages(task)], default_rate=train_examples_rate)
   register_mixture("xtreme_multitask", [task_name(t, "en", "multitask") for t in MULTITASK_TASKS],
                    default_rate=train_examples_rate)
 
@@ -506,17 +509,17 @@ def register_all() -> None:
   for task, src in TRANSLATE_TRAIN_SOURCE.items():
     evaluation = zero_shot_members(task)
     for lg in translations.languages(task, "translate_train"):
-      register_mixture(f"xtreme_{task}_translate_train_en_{lg}",
+      register_mixture(SETTINGS["translate_train"].mixture("xtreme", task, lg),
                        evaluation + [translation_task_name(src, lg, "translate_train")],
                        default_rate=train_examples_rate)
-    register_mixture(f"xtreme_{task}_translate_train_all",
+    register_mixture(SETTINGS["translate_train_all"].mixture("xtreme", task),
                      evaluation + [translation_task_name(src, lg, "translate_train")
                                    for lg in translations.languages(src, "translate_train")],
                      default_rate=train_examples_rate)
   for task in TRANSLATE_TEST_TASKS:
     members = [task_name(ZERO_SHOT_TRAIN[task], "en")]
     members += [task_name(task, "en")] if task_name(task, "en") not in members else []
-    register_mixture(f"xtreme_{task}_translate_test",
+    register_mixture(SETTINGS["translate_test"].mixture("xtreme", task),
                      members + [translation_task_name(task, lg, "translate_test")
                                 for lg in translations.languages(task, "translate_test")])
 

@@ -8,7 +8,7 @@ from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers, xtreme_tfds
 from xtreme_jax.evaluation import metrics, scorer
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, TaskSpec
-from xtreme_jax.runs import xtreme as xtreme_run
+from xtreme_jax.runs import fine_tuning, xtreme as xtreme_run
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -38,7 +38,7 @@ def test_every_layer_reads_the_registry():
                           "udpos": set(xtreme_readers.UPOS_TAGS), "panx": set(xtreme_readers.PANX_TAGS)}
   assert xtreme_run.TASKS == XTREME.task_names and xtreme_run.FINETUNED == (
       "xnli", "pawsx", "udpos", "panx", "squad", "tydiqa")
-  assert xtreme_run.TRANSLATE_TRAIN_SOURCE == {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad",
+  assert fine_tuning.TRANSLATE_TRAIN_SOURCE == {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad",
                                                "tydiqa": "tydiqa"}
   assert xtreme_tfds.QA_TASKS == ("xquad", "mlqa", "tydiqa", "squad")
 

@@ -11,6 +11,8 @@ import seqio
 
 import xtreme_tasks.xtreme as xt
 from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax.registry import XTREME
+from xtreme_jax.runs.fine_tuning import SETTINGS, InLanguage
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -200,6 +202,14 @@ def test_every_task_and_language_is_registered():
   assert {"xtreme_multitask", "xtreme_udpos_in_language_all", "xtreme_tydiqa_in_language_sw"} <= mixtures
   assert "xtreme_udpos_th_fewshot1000" not in tasks  # UD has no Thai training treebank
   assert "xtreme_udpos_th" in tasks and "xtreme_udpos_th_eval" not in tasks
+  # Every XTREME setting's mixture is registered under the name its object gives (`fine_tuning.Setting.mixture`).
+  for name in XTREME.settings:
+    for task in xt.BENCHMARK_TASKS:
+      in_language = isinstance(SETTINGS[name], InLanguage) and task in xt.IN_LANGUAGE_TASKS
+      for lg in xt.languages(task, "train" if in_language else None):
+        mixture = SETTINGS[name].mixture("xtreme", task, lg)
+        assert mixture is None or mixture in mixtures, (name, task, lg, mixture)
+  assert "xtreme_panx_in_language_fewshot_de" in mixtures
 
 
 def test_unknown_task_or_language_is_a_clear_error(data_dir):
@@ -238,8 +248,9 @@ def test_reimport_reregisters_without_error():
   # 324 benchmark tasks + translate-train (xnli 14, pawsx 6, squad 10, tydiqa 8) + translate-test
   # (xnli 14, pawsx 6, xquad 10, mlqa 6) + pseudo test (xnli 25, xquad 29) = 324 + 38 + 36 + 54.
   assert before == after and len(after) == 452
-  # 92 + translate_train_en_{lg} (14 + 6 + 10 + 6 + 8) + translate_train_all (5) + translate_test (4).
-  assert len([n for n in seqio.MixtureRegistry.names() if n.startswith("xtreme_")]) == 145
+  # 92 + in_language_fewshot_{lg} (79, as in_language_{lg}) + translate_train_en_{lg} (14 + 6 + 10 + 6 + 8)
+  # + translate_train_all (5) + translate_test (4).
+  assert len([n for n in seqio.MixtureRegistry.names() if n.startswith("xtreme_")]) == 224
 
 
 def test_metric_fns_are_the_official_metrics_of_the_rows(data_dir):

@@ -151,7 +151,7 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
-from xtreme_jax.runs import filter_kinds, soft_labels, task_kinds
+from xtreme_jax.runs import filter_kinds, fine_tuning, soft_labels, task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig, check_frozen_depth
@@ -189,15 +189,9 @@ def finetuned_models(benchmark: BenchmarkSpec) -> tuple:
 
 RETRIEVAL_TASKS = retrieval_tasks(XTREME)
 FINETUNED = finetuned_models(XTREME)  # XTREME's settings keys
-IN_LANGUAGE_TASKS = XTREME.where(in_language=True)
-TRANSLATION_SETTINGS = ("translate_train", "translate_train_all", "translate_test")
-FILTER_SETTINGS = ("filter_teacher", "filter_student")
 # Every benchmark's settings (`BenchmarkSpec.settings`; a run allows its benchmark's only).
 SETTINGS = tuple(dict.fromkeys(s for b in BENCHMARKS.values() for s in b.settings))
 DATA = {"xtreme": XtremeData, "xglue": XglueData, "mbert": MbertData}  # benchmark -> its data class
-# Task -> reader task whose translations are its translate-train data (xquad / mlqa: SQuAD).
-TRANSLATE_TRAIN_SOURCE = {t.name: t.translate_train for t in XTREME.tasks if t.translate_train}
-TRANSLATE_TEST_TASKS = XTREME.where(translate_test=True)
 TRANSLATION_KINDS = translations.KINDS
 SELECTIONS = ("english_dev", "mean_dev", "final")
 RANKING_HEADS = ("classification", "regression")  # WPR: classes over the ratings, or rounded regression
@@ -207,18 +201,13 @@ HISTORY_POINTS = 500  # the loss history in runs.json: at most this many [step, 
 def outputs(setting: str, split: str = "test") -> dict[str, str]:
   """Names of one setting's outputs in the run directory (zero_shot: `submission`, `scores.json`, `report`;
   predictions of the dev split, XGLUE's SPLIT='dev': `submission-dev`, ...)."""
-  suffix = ("" if split == "test" else f"-{split}") + ("" if setting == "zero_shot" else f"-{setting}")
+  suffix = ("" if split == "test" else f"-{split}") + ("" if setting == fine_tuning.ZERO_SHOT.name else f"-{setting}")
   return {"submission": f"submission{suffix}", "scores": f"scores{suffix}.json", "report": f"report{suffix}",
           "pseudo_submission": f"submission-{setting}-pseudo", "pseudo_scores": f"scores-{setting}-pseudo.json"}
 
 
-def setting_label(setting: str, pivot_language: str = "en") -> str:
-  """The setting's name in output names: pivot_language runs are kept apart per pivot (`pivot_language-de`)."""
-  return f"{setting}-{pivot_language}" if setting == "pivot_language" else setting
-
-
-_LABELS = set(SETTINGS) | {setting_label("pivot_language", lg) for b in BENCHMARKS.values() for t in b.tasks
-                           for lg in t.languages.get("train", ())}
+_LABELS = {fine_tuning.SETTINGS[s].label(lg) for s in SETTINGS for b in BENCHMARKS.values() for t in b.tasks
+           for lg in t.languages.get("train", ())}
 # Everything the benchmark writes into its run directory: a directory made before runs were claimed holds them.
 RUN_ENTRIES = frozenset(
     {"models", "runs.json", "config.gin", "pseudo-labels"}
@@ -549,8 +538,9 @@ class XtremeRunner:
     self.vocab = load_vocabulary(self.vocabulary)
     self.init_checkpoint = fs.abspath(init_checkpoint) if init_checkpoint else None
     self.settings, self.partition = settings, partition
+    self.setting: fine_tuning.Setting = fine_tuning.SETTINGS[settings.setting]
     self.resume_overrides = resume_overrides
-    label = setting_label(settings.setting, settings.pivot_language)
+    label = self.setting.label(settings.pivot_language)
     named = {k: os.path.join(run_dir, name) for k, name in outputs(label, split).items()}
     self.submission, self.pseudo_submission = named["submission"], named["pseudo_submission"]
     self.scores_path, self.report_dir = named["scores"], named["report"]
@@ -583,7 +573,7 @@ class XtremeRunner:
   @property
   def filtering(self) -> bool:
     """Whether this run is one of the FILTER settings (teacher or student)."""
-    return self.settings.setting in FILTER_SETTINGS
+    return self.setting.filter_stage is not None
 
   def records(self, directory: str) -> PredictionRecords:
     if directory not in self._records:
@@ -596,24 +586,19 @@ class XtremeRunner:
 
   def multi_task(self, task: str) -> bool:
     """Whether `task` is fine-tuned in the shared multi-task model (setting multi_task, one of `multi_tasks`)."""
-    return self.settings.setting == "multi_task" and task in self.settings.multi_tasks
+    return self.setting.multi_task(self, task)
 
   def kind(self, task: str, student: Optional[bool] = None) -> task_kinds.Kind:
-    """What fine-tuning does for `task`: its kind (`task_kinds.of`), or the multi-task kind of its model; in the
-    FILTER settings that kind on pairs (`filter_kinds.Filter`), the teacher or (`student`, default: the
-    setting's) the student."""
+    """What fine-tuning does for `task`: its kind (`task_kinds.of`), or the multi-task kind of its model, as the
+    setting wraps it (`Setting.kind`; FILTER: the teacher or, `student` / by default in its student setting,
+    the student)."""
     if self.multi_task(task):
       return task_kinds.MultiTask([self.spec(t) for t in self.settings.multi_tasks])
     if self.spec(task).kind == "ranking" and self.recipe(task).ranking_head == "regression":
       base = task_kinds.RankingRegression()
     else:
       base = task_kinds.of(self.spec(task))
-    if self.settings.setting == "feature_based":
-      return task_kinds.FeatureBased(base, self.recipe(task).lstm_hidden)
-    if not self.filtering:
-      return base
-    student = self.settings.setting == "filter_student" if student is None else student
-    return filter_kinds.Filter(base, self.recipe(task).filter, student)
+    return self.setting.kind(base, self.recipe(task), student)
 
   def recipe_key(self, task: str) -> str:
     """The `FinetuneSettings.tasks` key of `task`'s model (the multi-task model: its first task's)."""
@@ -635,74 +620,19 @@ class XtremeRunner:
     logging.info("wrote %s", path)
     return path
 
-  def training_set(self, task: str, language: str) -> tuple[str, tuple, Optional[int]]:
-    """(model name, ((reader task, language, split), ...), example limit) for `task` tested on `language`.
-
-    zero_shot: English training data. in_language / in_language_fewshot: the
-    test language's own training data (first 1,000 examples for few-shot);
-    in_language_multi: every language's training data, one model. Tasks without
-    in-language training data (classification, XQuAD, MLQA) stay zero-shot.
-    translate_train: English + the translation into `language` (English and
-    languages without a translation: English only); translate_train_all:
-    English + every translation on disk; translate_test: English (the zero-shot
-    model). Tasks without translations stay zero-shot. filter_teacher /
-    filter_student: one model on the FILTER training pairs of every language
-    (`filter_sources`). feature_based (the mBERT paper's): English, with the
-    feature-based model (`task_kinds.FeatureBased`).
-    """
-    spec, setting = self.spec(task), self.settings.setting
-    if setting == "feature_based":
-      return f"{spec.model}_feature_based", (spec.train,), None
-    if setting in FILTER_SETTINGS:
-      stage = "student" if setting == "filter_student" else "teacher"
-      return f"{spec.model}_filter_{stage}", self.filter_sources(task), None
-    if self.multi_task(task):
-      return ("multi_task_" + "_".join(self.settings.multi_tasks),
-              tuple(self.spec(t).train for t in self.settings.multi_tasks), None)
-    if setting in TRANSLATION_SETTINGS:
-      src = TRANSLATE_TRAIN_SOURCE.get(task)
-      if setting == "translate_test" or src is None:
-        return spec.model, (spec.train,), None
-      if setting == "translate_train_all":
-        langs = [lg for lg in translations.languages(src, "translate_train")
-                 if self.available(src, lg, "translate_train")]
-        return (f"{spec.model}_translate_train_all",
-                (spec.train,) + tuple((src, lg, "translate_train") for lg in langs), None)
-      if language not in translations.languages(task, "translate_train"):
-        return spec.model, (spec.train,), None
-      return (f"{spec.model}_translate_train_{language}",
-              (spec.train, (src, language, "translate_train")), None)
-    train_task = spec.train[0] if spec.train else task
-    own = self.spec(train_task).languages.get("train", ())
-    pivot = self.settings.pivot_language
-    if setting == "pivot_language" and pivot != spec.train[1] and pivot in own:
-      return f"{spec.model}_pivot_{pivot}", ((train_task, pivot, "train"),), None
-    if setting == "multi_language":
-      wanted = self.settings.train_languages
-      langs = ([lg for lg in own if lg in wanted] if wanted is not None  # the task's own order
-               else [lg for lg in own if self.available(train_task, lg, "train")])
-      return (f"{spec.model}_multi_{'_'.join(langs)}", tuple((train_task, lg, "train") for lg in langs), None)
-    if setting not in ("in_language", "in_language_fewshot", "in_language_multi") or task not in IN_LANGUAGE_TASKS:
-      return spec.model, (spec.train,), None
-    train_langs = spec.languages["train"]
-    if setting == "in_language_multi":
-      return f"{task}_all", tuple((task, lg, "train") for lg in train_langs
-                                  if self.available(task, lg, "train")), None
-    _require(language in train_langs, f"{task}: {language} has no training split for the {setting} setting; "
-             f"languages with one: {list(train_langs)}")
-    few = setting == "in_language_fewshot"
-    return f"{task}_{language}" + ("_fewshot1000" if few else ""), ((task, language, "train"),), 1000 if few else None
+  def training_set(self, task: str, language: str) -> fine_tuning.TrainingSet:
+    """(model name, ((reader task, language, split), ...), example limit) of `task` tested on `language`, as the
+    setting says (`fine_tuning`)."""
+    return self.setting.training_set(self, task, language)
 
   def test_split(self, task: str, language: str, pseudo: bool = False) -> str:
-    """The split predicted for `language`: test, translate_test (translate_test setting) or pseudo_test."""
+    """The split predicted for `language`: pseudo_test, the run's split (XGLUE's dev), or the setting's
+    (translate_test: the translated test set where there is one)."""
     if pseudo:
       return "pseudo_test"
     if self.split != "test":
       return self.split
-    if (self.settings.setting == "translate_test" and task in TRANSLATE_TEST_TASKS
-        and language in translations.languages(task, "translate_test")):
-      return "translate_test"
-    return "test"
+    return self.setting.test_split(task, language)
 
   def check_inputs(self, task: str, language: str, checked: Optional[set] = None) -> None:
     """The test data of (task, language), the training and dev data of its model exist and read (before any
@@ -820,8 +750,7 @@ class XtremeRunner:
     """Train (or resume, or reload when finished) `name`; (trainer, the parameters `selection` chose). A
     FILTER teacher also writes the soft labels of its training rows (`teacher_soft_labels`)."""
     result = self._train(task, name, sources, limit)
-    if self.settings.setting == "filter_teacher":
-      self.teacher_soft_labels(task, sources, limit)
+    self.setting.after_training(self, task, sources, limit)
     return result
 
   def _train(self, task: str, name: str, sources: tuple, limit: Optional[int], student: Optional[bool] = None,
@@ -900,7 +829,7 @@ class XtremeRunner:
     try:
       return soft_labels.load(directory, key, digest, identities())
     except errors.ConfigError:
-      if self.settings.setting == "filter_student" and not s.filter.train_teacher:
+      if self.setting.filter_stage == "student" and not s.filter.train_teacher:
         raise
     outputs = []
     for i, name in enumerate(names):
@@ -916,10 +845,7 @@ class XtremeRunner:
 
   def language_rates(self, sources: tuple) -> Optional[dict]:
     """{language: weight} of a multi-language model with `FinetuneSettings.language_rates` (None otherwise)."""
-    rates = self.settings.language_rates
-    if self.settings.setting != "multi_language" or rates is None or len(sources) < 2:
-      return None
-    return {lg: float(rates.get(lg, 0.0)) for _, lg, _ in sources}
+    return self.setting.language_rates(self, sources)
 
   def training_features(self, task: str, sources: tuple, limit: Optional[int]) -> tuple[list, list, list]:
     """(examples, features, owners) of `task`'s model's training data; each source is featurised as its own
@@ -1300,9 +1226,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   setting = runner.settings.setting
   _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
            f"{list(bench.settings)}")
-  unfit = [t for t in tasks if setting == "feature_based" and not (
-      bench.task(t).kind in task_kinds.KINDS and task_kinds.FeatureBased.takes(task_kinds.of(bench.task(t))))]
-  _require(not unfit, f"SETTING='feature_based' takes classification, tagging and parsing tasks; TASKS holds {unfit}")
+  runner.setting.check(runner, tasks)
   keys = set(finetuned_models(bench) + retrieval_tasks(bench))
   foreign = sorted(set(runner.settings.tasks) - keys)
   _require(not foreign, f"FinetuneSettings.tasks names {foreign}, not {bench.name.upper()} models; valid: "
@@ -1313,7 +1237,6 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
   _check_labels(runner, tasks, labels_dir)
   _check_overrides(runner)
-  _check_training_languages(runner, tasks)
   config, longest = runner.config, layers.max_tokens(runner.config)  # RoBERTa positions start after pad
   _require(runner.vocab.vocab_size <= config.vocab_size, f"the vocabulary {runner.vocabulary} has "
            f"{runner.vocab.vocab_size} ids but the model's vocab_size is {config.vocab_size}; raise vocab_size in "
@@ -1357,36 +1280,6 @@ def _check_xglue_labels(runner: XtremeRunner, plan: Mapping[str, list], labels_d
       _require(all(ex[key] is not None for ex in gold),
                f"LABELS_DIR: {where} has no labels (the XGLUE release hides its test labels); score SPLIT='dev' or "
                "set LABELS_DIR=None")
-
-
-def _check_training_languages(runner: XtremeRunner, tasks: Sequence[str]) -> None:
-  """The pivot language / training languages / language rates name languages with training data; the
-  multi-task tasks are the benchmark's pair-classification tasks."""
-  s = runner.settings
-  if s.setting == "multi_task":
-    unknown = sorted(set(s.multi_tasks) - set(runner.benchmark.task_names))
-    _require(not unknown, f"FinetuneSettings.multi_tasks: unknown {runner.benchmark.name.upper()} task(s) "
-             f"{unknown}; valid: {list(runner.benchmark.task_names)}")
-    runner.kind(s.multi_tasks[0])  # refuses tasks of other kinds
-
-  if s.setting not in ("pivot_language", "multi_language"):
-    return
-  # A task trains on the named languages it has (the others stay out of its training set; with no pivot
-  # language of its own it stays zero-shot); a language no task of the run has is a typo.
-  own = {task: runner.spec(runner.spec(task).train[0]).languages.get("train", ()) for task in tasks}
-  wanted = ([s.pivot_language] if s.setting == "pivot_language"
-            else list(s.train_languages or []) + list(s.language_rates or {}))
-  unknown = sorted(set(wanted) - {lg for langs in own.values() for lg in langs})
-  _require(not unknown, f"training language(s) {unknown} are languages of none of the tasks {list(tasks)}; "
-           f"valid: {' '.join(sorted({lg for langs in own.values() for lg in langs}))}")
-  for task in tasks:
-    spec = runner.spec(task)
-    if s.setting == "pivot_language" and s.pivot_language not in own[task]:
-      _say(f"{task}: {s.pivot_language} is not one of its languages; it stays zero-shot ({spec.train[1]})")
-    if s.setting == "multi_language":
-      sources = runner.training_set(task, spec.test_languages[0])[1]
-      _require(bool(sources), f"{task}: no training data for any of the training languages on disk (expected "
-               f"e.g. {runner.data.location(spec.train[0], spec.train[1], 'train')})")
 
 
 def run_fingerprint(runner: XtremeRunner) -> dict:
