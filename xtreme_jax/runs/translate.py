@@ -37,7 +37,8 @@ from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import _train
-from xtreme_jax.runs.xtreme import DATA, TaskSettings, predict_features
+from xtreme_jax.runs.benchmarks import PROTOCOLS
+from xtreme_jax.runs.xtreme import TaskSettings, predict_features
 from xtreme_jax.training import averaging
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
@@ -101,7 +102,7 @@ def translate_task(run_dir: str, model: Seq2SeqModel, data: WmtStream, task: str
   if (pair.source, pair.target) != (source, target):
     raise errors.ConfigError(f"{task} {split} {language}: needs a {source}->{target} model, but {run_dir} translates "
                              f"{pair.source}->{pair.target} (DIRECTION={data.direction!r})")
-  bench = DATA[benchmark]("official", data_dir, translations_dir)
+  bench = PROTOCOLS[benchmark].data("official", data_dir, translations_dir)
 
   def translate_texts(texts):
     records = [{"id": str(i), "source": t} for i, t in enumerate(texts)]

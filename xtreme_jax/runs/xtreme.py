@@ -140,7 +140,6 @@ from tqdm.auto import tqdm
 from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.data import paths, xtreme_readers as readers, xtreme_translations as translations
 from xtreme_jax.data.classification_source import encode_pair
-from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.data.sources import FeatureListSource
 from xtreme_jax.data.vocabularies import load_vocabulary
 from xtreme_jax.data.xglue_data import XglueData
@@ -151,7 +150,7 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks import layers
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
-from xtreme_jax.runs import filter_kinds, fine_tuning, soft_labels, task_kinds
+from xtreme_jax.runs import benchmarks, filter_kinds, fine_tuning, soft_labels, task_kinds
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig, check_frozen_depth
@@ -191,7 +190,6 @@ RETRIEVAL_TASKS = retrieval_tasks(XTREME)
 FINETUNED = finetuned_models(XTREME)  # XTREME's settings keys
 # Every benchmark's settings (`BenchmarkSpec.settings`; a run allows its benchmark's only).
 SETTINGS = tuple(dict.fromkeys(s for b in BENCHMARKS.values() for s in b.settings))
-DATA = {"xtreme": XtremeData, "xglue": XglueData, "mbert": MbertData}  # benchmark -> its data class
 TRANSLATION_KINDS = translations.KINDS
 SELECTIONS = ("english_dev", "mean_dev", "final")
 RANKING_HEADS = ("classification", "regression")  # WPR: classes over the ratings, or rounded regression
@@ -530,7 +528,8 @@ class XtremeRunner:
                translations_dir: Optional[str] = None, data_source: str = "official",
                resume_overrides: Optional[Mapping] = None, benchmark: str = "xtreme", split: str = "test"):
     self.run_dir, self.data_dir, self.config = run_dir, data_dir, config
-    self.data = DATA[benchmark](data_source, data_dir, translations_dir)
+    self.protocol: benchmarks.Protocol = benchmarks.PROTOCOLS[benchmark]
+    self.data = self.protocol.data(data_source, data_dir, translations_dir)
     self.benchmark: BenchmarkSpec = self.data.benchmark
     self.split = split
     self.translations_dir = self.data.translations_root
@@ -1147,7 +1146,7 @@ class XtremeRunner:
   def write_manifests(self, *folders: str) -> None:
     """Record the data source (official or TFDS order) in each existing prediction / label folder."""
     from xtreme_jax.evaluation import scorer
-    if self.benchmark is not XTREME:  # the manifest records XTREME's TFDS-or-official order
+    if not self.protocol.ordered_predictions:  # the manifest records XTREME's TFDS-or-official order
       return
     for folder in folders:
       if jax.process_index() == 0 and fs.isdir(folder):
@@ -1190,30 +1189,6 @@ def _check_overrides(runner: XtremeRunner) -> None:
     runner.settings.recipe(key).optimizer.with_overrides(dict(overrides))
 
 
-def _check_labels(runner: XtremeRunner, tasks: Sequence[str], labels_dir: Optional[str]) -> None:
-  """LABELS_DIR exists and, for tasks scored line by line, holds labels in the order the data source predicts."""
-  from xtreme_jax.evaluation import scorer
-  if not labels_dir:
-    return
-  if runner.benchmark is MBERT:
-    _require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected the mBERT paper's data "
-             "folder: its test files carry the gold, registry/mbert.py)")
-    return
-  if runner.benchmark is XGLUE:
-    _require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected the XGLUE ground truth: "
-             "the dataset layout with labelled files, e.g. the xglue_full_dataset folder for SPLIT='dev')")
-    return
-  if not fs.isdir(labels_dir):
-    raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
-                                   f"leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json)")
-  source, blocked = scorer.data_source(labels_dir), [t for t in tasks if t in scorer.ORDER_DEPENDENT]
-  _require(source == runner.data.source or not blocked,
-           f"cannot score {', '.join(blocked)} against LABELS_DIR {labels_dir}: its labels are in the {source} "
-           f"order (its manifest.json; none: official) but DATA_SOURCE={runner.data.source!r} predicts in the "
-           f"{runner.data.source} order (the TFDS builders shuffle examples), and these tasks match lines by "
-           f"position; score against labels from the same source, or set LABELS_DIR=None or DATA_SOURCE={source!r}")
-
-
 def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Mapping],
               labels_dir: Optional[str]) -> dict[str, list[str]]:
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
@@ -1235,7 +1210,8 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
            f"LANGUAGES={languages!r}; expected None or a dict {{task: [language, ...]}}")
   extra = sorted(set(languages or {}) - set(tasks))
   _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
-  _check_labels(runner, tasks, labels_dir)
+  if labels_dir:
+    runner.protocol.check_labels(runner, tasks, labels_dir)
   _check_overrides(runner)
   config, longest = runner.config, layers.max_tokens(runner.config)  # RoBERTa positions start after pad
   _require(runner.vocab.vocab_size <= config.vocab_size, f"the vocabulary {runner.vocabulary} has "
@@ -1253,33 +1229,13 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
     _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
              f"(max_positions={config.max_positions}); lower the task's seq_len")
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}
-  if labels_dir and bench is XGLUE:
-    _check_xglue_labels(runner, plan, labels_dir)
+  if labels_dir:
+    runner.protocol.check_plan(runner, plan, labels_dir)
   checked: set = set()  # each source is read once, whichever task and language need it
   for task, langs in plan.items():
     for lg in langs:
       runner.check_inputs(task, lg, checked)
   return plan
-
-
-def _check_xglue_labels(runner: XtremeRunner, plan: Mapping[str, list], labels_dir: str) -> None:
-  """Scoring XGLUE needs every language of a task (the official average is over all of them), each with a
-  labelled ground-truth file for the predicted split (the release hides the test labels)."""
-  from xtreme_jax.data import xglue_readers
-  partial = {t: [lg for lg in runner.spec(t).test_languages if lg not in langs] for t, langs in plan.items()}
-  partial = {t: lgs for t, lgs in partial.items() if lgs}
-  _require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
-           "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
-  for task, langs in plan.items():
-    spec, key = runner.spec(task), runner.kind(task).gold_key
-    if key is None:
-      continue  # answers are part of every MLQA file
-    for lg in langs:
-      gold = xglue_readers.read(task, labels_dir, lg, runner.split)
-      where = xglue_readers.path(spec, labels_dir, lg, runner.split, spec.sides[-1] if spec.sides else None)
-      _require(all(ex[key] is not None for ex in gold),
-               f"LABELS_DIR: {where} has no labels (the XGLUE release hides its test labels); score SPLIT='dev' or "
-               "set LABELS_DIR=None")
 
 
 def run_fingerprint(runner: XtremeRunner) -> dict:
@@ -1405,71 +1361,24 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
     return extras
   _say(f"scoring {runner.submission} against {labels_dir}")
-  score, write_report, table = _scoring(runner.benchmark)
-  scores = score(runner, list(plan), labels_dir)
+  protocol = runner.protocol
+  scores = protocol.score(runner, list(plan), labels_dir)
   from xtreme_jax.evaluation import published, report
   on_disk = {t: test_languages(t, runner.data, None, runner.split) for t in plan}  # a sample's languages
   found = published.for_run(published_model, runner.benchmark.name, runner.settings.setting)
   results = report.mark_not_in_data({**scores, **extras, **({"published": found} if found else {})}, on_disk)
   if jax.process_index() == 0:
     atomic.write_json(runner.scores_path, scores)  # the scorer's output, as `xtreme-jax score --out` writes it
-    write_report(results, runner.report_dir)
-  print(table(results))
+    protocol.write_report(results, runner.report_dir)
+  print(protocol.table(results))
   print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
-  if runner.benchmark is XTREME and jax.process_index() == 0:
-    print(f"analyses: {xtreme_analyses(runner, plan, labels_dir, scores)}")
-  if runner.benchmark is MBERT and jax.process_index() == 0:  # the paper's Figure 3 for this run's scores
-    from xtreme_jax.evaluation import mbert_scorer, overlap
-    per_task = {t: {lg: m[mbert_scorer.METRIC[t]] for lg, m in r["languages"].items()}
-                for t, r in scores["tasks"].items()}
-    written = overlap.write_report(runner.report_dir, overlap.rows(runner.data, per_task, runner.vocab.encode))
-    print(f"subword overlap: {written['overlap.md']}")
+  if jax.process_index() == 0:
+    protocol.after_scoring(runner, plan, labels_dir, scores)
   compared = runner.settings_comparison()
   if compared is not None and jax.process_index() == 0:
     atomic.write_text(os.path.join(runner.report_dir, "settings.md"), compared)
     print(f"settings side by side: {os.path.join(runner.report_dir, 'settings.md')}")
   return results
-
-
-def xtreme_analyses(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_dir: str, scores: dict) -> str:
-  """XTREME's Section 6 analyses of a scored run (`evaluation/analyses.py`) -> `report/analyses.md`: every
-  task's mean score per language family and script; for panx / udpos, the target languages' gold entities /
-  tag trigrams seen and unseen in the English training data."""
-  from xtreme_jax.evaluation import analyses, scorer
-  task_scores = {t: {lg: metrics.language_score(t, r) for lg, r in result["languages"].items()}
-                 for t, result in scores["tasks"].items() if result.get("languages")}
-  seen: dict = {}
-  for task in ("panx", "udpos"):
-    if task not in task_scores:
-      continue
-    train = runner.data.read(*runner.spec(task).train)  # the records, also in the FILTER settings (not pairs)
-    for lg in task_scores[task]:
-      if lg == "en":
-        continue
-      gold = scorer.read_tag_sentences(os.path.join(labels_dir, XTREME.prediction_file(task, lg)))
-      predicted = scorer.read_tag_sentences(runner.prediction_path(task, lg))
-      seen.setdefault(task, {})[lg] = (
-          analyses.entities_seen_unseen(train, [r["tokens"] for r in runner.data.read(task, lg, "test")], gold,
-                                        predicted)
-          if task == "panx" else analyses.pos_trigrams_seen_unseen(train, gold, predicted))
-  return analyses.write_report(runner.report_dir, task_scores, seen)
-
-
-def _scoring(benchmark: BenchmarkSpec) -> tuple:
-  """(score(runner, tasks, labels_dir), write_report(results, dir), format_table(results)) of the benchmark's
-  official scorer: XTREME's leaderboard scorer, or XGLUE's (0-1 scale, its ground-truth layout)."""
-  from xtreme_jax.evaluation import report, scorer, xglue_scorer
-  if benchmark is XGLUE:
-    return (lambda runner, tasks, labels: xglue_scorer.score_submission(runner.submission, labels, runner.split,
-                                                                        tasks),
-            report.write_xglue_report, xglue_scorer.format_table)
-  if benchmark is MBERT:
-    from xtreme_jax.evaluation import mbert_scorer
-    return (lambda runner, tasks, labels: mbert_scorer.score_submission(runner.submission, MbertData(data_dir=labels),
-                                                                        tasks),
-            report.write_mbert_report, mbert_scorer.format_table)
-  return (lambda runner, tasks, labels: scorer.score_submission(runner.submission, labels, tasks=tasks),
-          report.write_report, scorer.format_table)
 
 
 def score_pseudo(runner: XtremeRunner, plan: dict) -> dict:
