@@ -48,6 +48,12 @@ class ArgumentParser(argparse.ArgumentParser):
     raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
+def require(ok: bool, message: str) -> None:
+  """Raises `ConfigError(message)` unless `ok`: a check of something the user sets."""
+  if not ok:
+    raise ConfigError(message)
+
+
 def location(path: str, line: Optional[int] = None, byte: Optional[int] = None) -> str:
   """`path`, `path:line` or `path:line (byte N)`, for messages."""
   out = str(path)

@@ -17,11 +17,6 @@ from xtreme_jax.data.xtreme_data import XtremeData
 from xtreme_jax.registry import MBERT, XGLUE, XTREME, BenchmarkSpec
 
 
-def _require(ok: bool, message: str) -> None:
-  if not ok:
-    raise errors.ConfigError(message)
-
-
 class Protocol:
   """A benchmark's data, label checks, scorer and report (the base: what every benchmark shares)."""
 
@@ -37,7 +32,7 @@ class Protocol:
   def check_labels(self, runner: Any, tasks: Sequence[str], labels_dir: str) -> None:
     """LABELS_DIR can score `tasks` (called only when it is given)."""
     del runner, tasks
-    _require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected {self.labels_layout})")
+    errors.require(fs.isdir(labels_dir), f"LABELS_DIR {labels_dir} does not exist (expected {self.labels_layout})")
 
   def check_plan(self, runner: Any, plan: Mapping[str, list], labels_dir: str) -> None:
     """LABELS_DIR can score the planned {task: [languages]} (called only when it is given)."""
@@ -68,12 +63,12 @@ class Xtreme(Protocol):
       raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
                                      f"leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json)")
     source, blocked = scorer.data_source(labels_dir), [t for t in tasks if t in scorer.ORDER_DEPENDENT]
-    _require(source == runner.data.source or not blocked,
-             f"cannot score {', '.join(blocked)} against LABELS_DIR {labels_dir}: its labels are in the {source} "
-             f"order (its manifest.json; none: official) but DATA_SOURCE={runner.data.source!r} predicts in the "
-             f"{runner.data.source} order (the TFDS builders shuffle examples), and these tasks match lines by "
-             f"position; score against labels from the same source, or set LABELS_DIR=None or "
-             f"DATA_SOURCE={source!r}")
+    errors.require(source == runner.data.source or not blocked,
+                   f"cannot score {', '.join(blocked)} against LABELS_DIR {labels_dir}: its labels are in the {source} "
+                   f"order (its manifest.json; none: official) but DATA_SOURCE={runner.data.source!r} predicts in the "
+                   f"{runner.data.source} order (the TFDS builders shuffle examples), and these tasks match lines by "
+                   f"position; score against labels from the same source, or set LABELS_DIR=None or "
+                   f"DATA_SOURCE={source!r}")
 
   def score(self, runner, tasks, labels_dir):
     from xtreme_jax.evaluation import scorer
@@ -128,8 +123,8 @@ class Xglue(Protocol):
     from xtreme_jax.data import xglue_readers
     partial = {t: [lg for lg in runner.spec(t).test_languages if lg not in langs] for t, langs in plan.items()}
     partial = {t: lgs for t, lgs in partial.items() if lgs}
-    _require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
-             "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
+    errors.require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "
+                   "(not in LANGUAGES, or no data on disk); run every language or set LABELS_DIR=None")
     for task, langs in plan.items():
       spec, key = runner.spec(task), runner.kind(task).gold_key
       if key is None:
@@ -137,9 +132,9 @@ class Xglue(Protocol):
       for lg in langs:
         gold = xglue_readers.read(task, labels_dir, lg, runner.split)
         where = xglue_readers.path(spec, labels_dir, lg, runner.split, spec.sides[-1] if spec.sides else None)
-        _require(all(ex[key] is not None for ex in gold),
-                 f"LABELS_DIR: {where} has no labels (the XGLUE release hides its test labels); score SPLIT='dev' "
-                 "or set LABELS_DIR=None")
+        errors.require(all(ex[key] is not None for ex in gold),
+                       f"LABELS_DIR: {where} has no labels (the XGLUE release hides its test labels); score "
+                       "SPLIT='dev' or set LABELS_DIR=None")
 
   def score(self, runner, tasks, labels_dir):
     from xtreme_jax.evaluation import xglue_scorer

@@ -40,6 +40,7 @@ class Run(Protocol):
 
   settings: Any  # `FinetuneSettings`: pivot_language, train_languages, language_rates, multi_tasks
   benchmark: Any  # `BenchmarkSpec`
+  data: Any  # the benchmark's data object (`location` of a missing file)
 
   def spec(self, task: str) -> TaskSpec: ...
 
@@ -48,11 +49,6 @@ class Run(Protocol):
   def filter_sources(self, task: str) -> tuple: ...
 
   def kind(self, task: str) -> Any: ...
-
-
-def _require(ok: bool, message: str) -> None:
-  if not ok:
-    raise errors.ConfigError(message)
 
 
 def _say(message: str) -> None:
@@ -128,8 +124,8 @@ class InLanguage(Setting):
     if task not in IN_LANGUAGE_TASKS:
       return super().training_set(run, task, language)
     own = run.spec(task).languages["train"]
-    _require(language in own, f"{task}: {language} has no training split for the {self.name} setting; "
-             f"languages with one: {list(own)}")
+    errors.require(language in own, f"{task}: {language} has no training split for the {self.name} setting; "
+                   f"languages with one: {list(own)}")
     suffix = f"_fewshot{self.few_shot}" if self.few_shot else ""
     return TrainingSet(f"{task}_{language}{suffix}", ((task, language, "train"),), self.few_shot)
 
@@ -212,8 +208,8 @@ def _check_training_languages(run: Run, tasks: Sequence[str], wanted: Sequence[s
   """The named training languages are languages of at least one task (a language no task has is a typo)."""
   own = {lg for task in tasks for lg in _own_training_languages(run, task)[1]}
   unknown = sorted(set(wanted) - own)
-  _require(not unknown, f"training language(s) {unknown} are languages of none of the tasks {list(tasks)}; "
-           f"valid: {' '.join(sorted(own))}")
+  errors.require(not unknown, f"training language(s) {unknown} are languages of none of the tasks {list(tasks)}; "
+                 f"valid: {' '.join(sorted(own))}")
 
 
 class PivotLanguage(Setting):
@@ -263,9 +259,9 @@ class MultiLanguage(Setting):
     _check_training_languages(run, tasks, list(s.train_languages or []) + list(s.language_rates or {}))
     for task in tasks:
       spec = run.spec(task)
-      _require(bool(self.training_set(run, task, spec.test_languages[0]).sources),
-               f"{task}: no training data for any of the training languages on disk (expected e.g. "
-               f"{run.data.location(spec.train[0], spec.train[1], 'train')})")
+      errors.require(bool(self.training_set(run, task, spec.test_languages[0]).sources),
+                     f"{task}: no training data for any of the training languages on disk (expected e.g. "
+                     f"{run.data.location(spec.train[0], spec.train[1], 'train')})")
 
 
 class MultiTask(Setting):
@@ -284,8 +280,8 @@ class MultiTask(Setting):
   def check(self, run, tasks):
     multi, bench = run.settings.multi_tasks, run.benchmark
     unknown = sorted(set(multi) - set(bench.task_names))
-    _require(not unknown, f"FinetuneSettings.multi_tasks: unknown {bench.name.upper()} task(s) {unknown}; "
-             f"valid: {list(bench.task_names)}")
+    errors.require(not unknown, f"FinetuneSettings.multi_tasks: unknown {bench.name.upper()} task(s) {unknown}; "
+                   f"valid: {list(bench.task_names)}")
     run.kind(multi[0])  # refuses tasks of other kinds
 
   def mixture(self, benchmark, task, language=None):
@@ -332,8 +328,8 @@ class FeatureBased(Setting):
     bench = run.benchmark
     unfit = [t for t in tasks if not (bench.task(t).kind in task_kinds.KINDS
                                       and task_kinds.FeatureBased.takes(task_kinds.of(bench.task(t))))]
-    _require(not unfit, f"SETTING='feature_based' takes classification, tagging and parsing tasks; TASKS holds "
-             f"{unfit}")
+    errors.require(not unfit, f"SETTING='feature_based' takes classification, tagging and parsing tasks; TASKS holds "
+                   f"{unfit}")
 
   def mixture(self, benchmark, task, language=None):
     return None

@@ -216,10 +216,6 @@ RUN_ENTRIES = frozenset(
 
 # -- settings ----------------------------------------------------------------
 
-def _require(ok: bool, message: str) -> None:
-  if not ok:
-    raise errors.ConfigError(message)
-
 
 @dataclasses.dataclass(frozen=True)
 class TaskSettings:
@@ -380,13 +376,13 @@ class FinetuneSettings:
         isinstance(t, str) for t in x), "a list of two or more task names")
     keys = {k for b in BENCHMARKS.values() for k in finetuned_models(b) + retrieval_tasks(b)}
     unknown = sorted(set(self.tasks) - keys)
-    _require(not unknown, f"FinetuneSettings.tasks: unknown key(s) {unknown}; valid: XTREME "
-             f"{list(FINETUNED + RETRIEVAL_TASKS)} (XQuAD and MLQA fine-tune the 'squad' model), XGLUE "
-             f"{list(finetuned_models(XGLUE))}")
+    errors.require(not unknown, f"FinetuneSettings.tasks: unknown key(s) {unknown}; valid: XTREME "
+                   f"{list(FINETUNED + RETRIEVAL_TASKS)} (XQuAD and MLQA fine-tune the 'squad' model), XGLUE "
+                   f"{list(finetuned_models(XGLUE))}")
     for key, value in self.tasks.items():
       want = RetrievalSettings if key in RETRIEVAL_TASKS else TaskSettings
-      _require(isinstance(value, want), f"FinetuneSettings.tasks[{key!r}] is a {type(value).__name__}; "
-               f"expected xtreme.{want.__name__}")
+      errors.require(isinstance(value, want), f"FinetuneSettings.tasks[{key!r}] is a {type(value).__name__}; "
+                     f"expected xtreme.{want.__name__}")
 
   def recipe(self, key: str) -> TaskSettings:
     """The `TaskSettings` of fine-tuned task `key` (a `FINETUNED` name)."""
@@ -405,15 +401,15 @@ def test_languages(task: str, data: Union[str, XtremeData, XglueData], languages
   if isinstance(data, str):
     data = XtremeData("official", data)
   valid = data.benchmark.task(task).test_languages
-  _require(not (data.source == "tfds" and task == "bucc2018"),
-           "bucc2018 cannot run on TFDS: the `bucc` builder holds only the gold pairs, not the corpora "
-           "BUCC mines from; drop it from TASKS or use DATA_SOURCE='official'")
+  errors.require(not (data.source == "tfds" and task == "bucc2018"),
+                 "bucc2018 cannot run on TFDS: the `bucc` builder holds only the gold pairs, not the corpora "
+                 "BUCC mines from; drop it from TASKS or use DATA_SOURCE='official'")
   if languages is not None:
-    _require(not isinstance(languages, str) and all(isinstance(lg, str) for lg in languages),
-             f"LANGUAGES[{task!r}]={languages!r}; expected a list of language codes")
+    errors.require(not isinstance(languages, str) and all(isinstance(lg, str) for lg in languages),
+                   f"LANGUAGES[{task!r}]={languages!r}; expected a list of language codes")
     unknown = sorted(set(languages) - set(valid))
-    _require(not unknown, f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
-    _require(bool(languages), f"LANGUAGES[{task!r}] is empty; drop {task} from TASKS instead")
+    errors.require(not unknown, f"{task}: unknown language(s) {unknown}; valid: {list(valid)}")
+    errors.require(bool(languages), f"LANGUAGES[{task!r}] is empty; drop {task} from TASKS instead")
     return list(languages)
   found = [lg for lg in valid if data.available(task, lg, split)]
   if not found:
@@ -879,8 +875,8 @@ class XtremeRunner:
     if rates is None:
       return [ex for part in parts for ex in part]
     total, weight = sum(len(p) for p in parts), sum(rates.values())
-    _require(weight > 0, f"FinetuneSettings.language_rates {self.settings.language_rates} gives no training "
-             f"language of {[src[1] for src in sources]} a weight")
+    errors.require(weight > 0, f"FinetuneSettings.language_rates {self.settings.language_rates} gives no training "
+                   f"language of {[src[1] for src in sources]} a weight")
     out = []
     for (_, lg, _), part in zip(sources, parts):
       share = round(total * rates[lg] / weight)
@@ -1164,7 +1160,7 @@ def _pooled(params: Any, batch: dict, *, config: TransformerConfig, layer: int, 
 def sentence_embeddings(config: TransformerConfig, params: Any, features: list[dict], layer: int,
                         batch_size: int, pool: str = "mean") -> np.ndarray:
   """`pool` (`retrieval.pool_states`: 'cls' | 'mean') of the hidden states after `layer` (0 = embedding output)."""
-  _require(0 <= layer <= config.num_layers, f"retrieval layer {layer}; expected 0..{config.num_layers}")
+  errors.require(0 <= layer <= config.num_layers, f"retrieval layer {layer}; expected 0..{config.num_layers}")
   keys = ("input_ids", "input_mask", "token_type_ids")
   starts = range(0, len(features), batch_size)
   chunks = []
@@ -1183,8 +1179,8 @@ def _check_overrides(runner: XtremeRunner) -> None:
   overrides = runner.resume_overrides
   if overrides is None:
     return
-  _require(isinstance(overrides, Mapping), f"RESUME_OVERRIDES={overrides!r}; expected None or a dict of optimizer "
-           "settings, e.g. {'learning_rate': 1e-5}")
+  errors.require(isinstance(overrides, Mapping), f"RESUME_OVERRIDES={overrides!r}; expected None or a dict of "
+                 "optimizer settings, e.g. {'learning_rate': 1e-5}")
   for key in finetuned_models(runner.benchmark):  # unknown keys, max_grad_norm switched on / off: checked early
     runner.settings.recipe(key).optimizer.with_overrides(dict(overrides))
 
@@ -1194,40 +1190,40 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
   bench = runner.benchmark
   valid = list(bench.task_names)
-  _require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('{valid[0]}',)")
-  _require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {valid}")
+  errors.require(not isinstance(tasks, str), f"TASKS={tasks!r}; expected a tuple of task names, e.g. ('{valid[0]}',)")
+  errors.require(bool(tasks), f"TASKS={tasks!r} is empty; name at least one of {valid}")
   unknown = sorted(set(tasks) - set(valid))
-  _require(not unknown, f"unknown {bench.name.upper()} task(s) {unknown}; valid: {valid}")
+  errors.require(not unknown, f"unknown {bench.name.upper()} task(s) {unknown}; valid: {valid}")
   setting = runner.settings.setting
-  _require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
-           f"{list(bench.settings)}")
+  errors.require(setting in bench.settings, f"SETTING={setting!r} is not a {bench.name.upper()} setting; valid: "
+                 f"{list(bench.settings)}")
   runner.setting.check(runner, tasks)
   keys = set(finetuned_models(bench) + retrieval_tasks(bench))
   foreign = sorted(set(runner.settings.tasks) - keys)
-  _require(not foreign, f"FinetuneSettings.tasks names {foreign}, not {bench.name.upper()} models; valid: "
-           f"{sorted(keys)}")
-  _require(languages is None or isinstance(languages, Mapping),
-           f"LANGUAGES={languages!r}; expected None or a dict {{task: [language, ...]}}")
+  errors.require(not foreign, f"FinetuneSettings.tasks names {foreign}, not {bench.name.upper()} models; valid: "
+                 f"{sorted(keys)}")
+  errors.require(languages is None or isinstance(languages, Mapping),
+                 f"LANGUAGES={languages!r}; expected None or a dict {{task: [language, ...]}}")
   extra = sorted(set(languages or {}) - set(tasks))
-  _require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
+  errors.require(not extra, f"LANGUAGES names task(s) {extra} that are not in TASKS {list(tasks)}")
   if labels_dir:
     runner.protocol.check_labels(runner, tasks, labels_dir)
   _check_overrides(runner)
   config, longest = runner.config, layers.max_tokens(runner.config)  # RoBERTa positions start after pad
-  _require(runner.vocab.vocab_size <= config.vocab_size, f"the vocabulary {runner.vocabulary} has "
-           f"{runner.vocab.vocab_size} ids but the model's vocab_size is {config.vocab_size}; raise vocab_size in "
-           "the model preset")
+  errors.require(runner.vocab.vocab_size <= config.vocab_size, f"the vocabulary {runner.vocabulary} has "
+                 f"{runner.vocab.vocab_size} ids but the model's vocab_size is {config.vocab_size}; raise "
+                 "vocab_size in the model preset")
   pretrained_loader(runner.init_checkpoint, config)  # INIT_CHECKPOINT exists and fits the model (its config.json)
   for task in tasks:
     if task in RETRIEVAL_TASKS:
       layer, seq_len = runner.retrieval_layer(task), runner.settings.retrieval(task).seq_len
-      _require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
-               f"layers are 0 (embeddings) .. {config.num_layers}")
+      errors.require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
+                     f"layers are 0 (embeddings) .. {config.num_layers}")
     else:
       seq_len = runner.recipe(task).seq_len
       check_frozen_depth(runner.recipe(task).optimizer.freeze, config.num_layers)
-    _require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
-             f"(max_positions={config.max_positions}); lower the task's seq_len")
+    errors.require(seq_len <= longest, f"{task}: max length {seq_len} exceeds the model's {longest} positions "
+                   f"(max_positions={config.max_positions}); lower the task's seq_len")
   plan = {t: test_languages(t, runner.data, (languages or {}).get(t), runner.split) for t in tasks}
   if labels_dir:
     runner.protocol.check_plan(runner, plan, labels_dir)
@@ -1300,7 +1296,7 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   the FILTER settings pair with it (`data/filter_pairs.py`). The rest as
   `xtreme`.
   """
-  _require(split in ("dev", "test"), f"SPLIT={split!r}; expected 'dev' or 'test'")
+  errors.require(split in ("dev", "test"), f"SPLIT={split!r}; expected 'dev' or 'test'")
   runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
                         translations_dir, resume_overrides=resume_overrides, benchmark="xglue", split=split)
   return _run(runner, tasks, languages, labels_dir, published_model=published_model)
@@ -1328,8 +1324,8 @@ def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], 
   """Claims the run directory, checks everything (`check_run`), then `run_benchmark`."""
   from xtreme_jax.evaluation import published
   published.check_model(published_model)
-  _require(not (pseudo_test and runner.filtering), "PSEUDO_TEST=True with a FILTER setting: the pseudo test sets "
-           "have no English side to pair with; run them in another setting")
+  errors.require(not (pseudo_test and runner.filtering), "PSEUDO_TEST=True with a FILTER setting: the pseudo test sets "
+                 "have no English side to pair with; run them in another setting")
   with RunDirectory(runner.run_dir, run_fingerprint(runner), known=RUN_ENTRIES) as claim:
     resumed = claim.check()
     plan = check_run(runner, tasks, languages, labels_dir)
