@@ -43,6 +43,9 @@ class FakeRun:
   def kind(self, task):
     return self.spec(task).kind
 
+  def say(self, message):
+    print(message)
+
 
 def test_every_benchmark_setting_is_an_object_named_as_gin_names_it():
   names = {s for b in BENCHMARKS.values() for s in b.settings}

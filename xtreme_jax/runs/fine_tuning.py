@@ -50,9 +50,7 @@ class Run(Protocol):
 
   def kind(self, task: str) -> Any: ...
 
-
-def _say(message: str) -> None:
-  print(message, flush=True)
+  def say(self, message: str) -> None: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +229,7 @@ class PivotLanguage(Setting):
     _check_training_languages(run, tasks, [pivot])
     for task in tasks:
       if pivot not in _own_training_languages(run, task)[1]:
-        _say(f"{task}: {pivot} is not one of its languages; it stays zero-shot ({run.spec(task).train[1]})")
+        run.say(f"{task}: {pivot} is not one of its languages; it stays zero-shot ({run.spec(task).train[1]})")
 
   def mixture(self, benchmark, task, language=None):
     return f"{benchmark}_{task.lower()}_pivot_{language}"

@@ -575,6 +575,10 @@ class XtremeRunner:
       self._records[directory] = PredictionRecords(directory)
     return self._records[directory]
 
+  def say(self, message: str) -> None:
+    """One status line (`_say`)."""
+    _say(message)
+
   def spec(self, task: str):
     """The registry's `TaskSpec` of `task` in this run's benchmark."""
     return self.benchmark.task(task)
