@@ -107,7 +107,7 @@ class Setting:
 
 
 class ZeroShot(Setting):
-  pass
+  """Zero-shot: the base's answers, under its own class name."""
 
 
 @dataclasses.dataclass(frozen=True)
