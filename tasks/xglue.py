@@ -177,7 +177,8 @@ def register_all() -> None:
                      evaluated(spec.name, *spec.languages["train"]), default_rate=train_examples_rate)
   for task in MULTI_TASK:
     register_task(task, XGLUE.task(task).train[1], "multitask")
-  register_mixture(SETTINGS["multi_task"].mixture("xglue", MULTI_TASK[0]), [task_name(t, XGLUE.task(t).train[1], "multitask") for t in MULTI_TASK],
+  register_mixture(SETTINGS["multi_task"].mixture("xglue", MULTI_TASK[0]),
+                   [task_name(t, XGLUE.task(t).train[1], "multitask") for t in MULTI_TASK],
                    default_rate=train_examples_rate)
 
 

@@ -129,7 +129,6 @@ from xtreme_jax.data import xtreme_translations as translations
 from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.registry import XTREME, BenchmarkSpec
-from xtreme_jax.runs import fine_tuning
 from xtreme_jax.runs.fine_tuning import (FEWSHOT_SIZE, IN_LANGUAGE_TASKS, SETTINGS, TRANSLATE_TEST_TASKS,
                                          TRANSLATE_TRAIN_SOURCE)
 
@@ -485,12 +484,12 @@ def register_all() -> None:
 
   # The mixtures' names are the settings' (`fine_tuning.Setting.mixture`).
   for task in BENCHMARK_TASKS:
-    register_mixture(fine_tuning.ZERO_SHOT.mixture("xtreme", task), zero_shot_members(task))
-  few_shot = SETTINGS["in_language_fewshot"]
+    register_mixture(SETTINGS["zero_shot"].mixture("xtreme", task), zero_shot_members(task))
   for task in IN_LANGUAGE_TASKS:
     for lg in languages(task, "train"):
       register_mixture(SETTINGS["in_language"].mixture("xtreme", task, lg), [task_name(task, lg)])
-      register_mixture(few_shot.mixture("xtreme", task, lg), [task_name(task, lg, f"fewshot{few_shot.few_shot}")])
+      register_mixture(SETTINGS["in_language_fewshot"].mixture("xtreme", task, lg),
+                       [task_name(task, lg, f"fewshot{FEWSHOT_SIZE}")])
     register_mixture(SETTINGS["in_language_multi"].mixture("xtreme", task),
                      [task_name(task, lg) for lg in languages(task)], default_rate=train_examples_rate)
   register_mixture("xtreme_multitask", [task_name(t, "en", "multitask") for t in MULTITASK_TASKS],
