@@ -37,8 +37,10 @@ class FakeRun:
   def available(self, task, language, split):
     return self.on_disk is None or (task, language, split) in self.on_disk
 
-  def filter_sources(self, task):
-    return ((task, "en", "filter_train"), (task, "de", "filter_train"))
+  @property
+  def store(self):  # FILTER's training sources (`model_store.ModelStore.filter_sources`)
+    sources = lambda task: ((task, "en", "filter_train"), (task, "de", "filter_train"))  # noqa: E731
+    return types.SimpleNamespace(filter_sources=sources)
 
   def kind(self, task):
     return self.spec(task).kind

@@ -72,7 +72,7 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
   from xtreme_jax import main
   from xtreme_jax.runs import xtreme
   from xtreme_jax.training.partitioning import PartitionConfig
-  from xtreme_jax.training.trainer import PlateauSchedule
+  from xtreme_jax.training.trainer import PlateauSchedule, Trainer
   gin.clear_config(clear_constants=True)
   try:
     main.parse_gin(["experiments/mbert_paper_feature_based_quickstart.gin"], [f"RUN_DIR='{tmp_path}'"])
@@ -85,12 +85,12 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
     seen.append((trainer.config, trainer.optimizer, trainer.model))
     raise _Stop
 
-  monkeypatch.setattr(xtreme.Trainer, "fit", fit)
+  monkeypatch.setattr(Trainer, "fit", fit)
   runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_mbert_dir(), TINY, paths.sample_vocab(), None, settings,
                                PartitionConfig(), benchmark="mbert")
   for task in ("mldoc", "parsing"):
     with pytest.raises(_Stop):
-      runner.finetuned(task, "de")
+      runner.store.finetuned(task, "de")
   assert len(seen) == 2
   for config, optimizer, _ in seen:
     assert config.plateau == PlateauSchedule(0.5, 1, 1e-5) and config.select_metric

@@ -8,7 +8,7 @@ from xtreme_jax import errors
 from xtreme_jax.data import xtreme_readers, xtreme_tfds
 from xtreme_jax.evaluation import metrics, scorer
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, TaskSpec
-from xtreme_jax.runs import fine_tuning, xtreme as xtreme_run
+from xtreme_jax.runs import fine_tuning, recipes, xtreme as xtreme_run
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -36,7 +36,7 @@ def test_every_layer_reads_the_registry():
   assert scorer.ORDER_DEPENDENT == ("xnli", "pawsx", "udpos", "panx", "tatoeba")
   assert scorer.VALID == {"xnli": set(xtreme_readers.XNLI_LABELS), "pawsx": {"0", "1"},
                           "udpos": set(xtreme_readers.UPOS_TAGS), "panx": set(xtreme_readers.PANX_TAGS)}
-  assert xtreme_run.TASKS == XTREME.task_names and xtreme_run.FINETUNED == (
+  assert xtreme_run.TASKS == XTREME.task_names and recipes.FINETUNED == (
       "xnli", "pawsx", "udpos", "panx", "squad", "tydiqa")
   assert fine_tuning.TRANSLATE_TRAIN_SOURCE == {"xnli": "xnli", "pawsx": "pawsx", "xquad": "squad", "mlqa": "squad",
                                                "tydiqa": "tydiqa"}
@@ -79,5 +79,5 @@ def test_xglue_generation_specs():
 
 
 def test_every_xglue_task_is_fine_tuned_by_the_runner():
-  assert xtreme_run.finetuned_models(XGLUE) == XGLUE.task_names
+  assert recipes.finetuned_models(XGLUE) == XGLUE.task_names
   assert inspect.signature(xtreme_run.xglue).parameters["tasks"].default == XGLUE.task_names

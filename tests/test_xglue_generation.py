@@ -60,7 +60,7 @@ def test_qg_fine_tunes_decodes_and_writes_one_line_per_source(tmp_path):
     refs = [ex["target"] for ex in xglue_readers.read("QG", SAMPLE, lg, "test")]
     assert lines[-1] == "" and len(lines) - 1 == len(refs)
     assert 0.0 <= bleu.xglue_bleu(lines[:-1], refs) <= 1.0
-  entry = runner.run_entry("QG")  # the final model predicts; its training BLEU was measured once
+  entry = runner.store.run_entry("QG")  # the final model predicts; its training BLEU was measured once
   assert entry["selected_step"] == entry["train_steps"] == 4 and 0.0 <= entry["train_accuracy"] <= 100.0
   assert all(np.isfinite(loss) for _, loss in entry["history"])
 

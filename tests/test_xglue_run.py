@@ -125,12 +125,12 @@ def test_multi_language_mixes_languages_by_rate(sample_with_german_training, tmp
   name, sources, _ = runner.training_set("QADSM", "fr")
   assert name == "QADSM_multi_de_en" and sources == (("QADSM", "de", "train"), ("QADSM", "en", "train"))
   de, en = (runner.read(*src) for src in sources)
-  assert runner.training_examples(sources, None) == de + en  # no rates: the concatenation
+  assert runner.store.training_examples(sources, None) == de + en  # no rates: the concatenation
   weighted = _runner(tmp_path, sample_with_german_training, setting="multi_language",
                      language_rates={"en": 3.0, "de": 1.0})
-  mixed = weighted.training_examples(sources, None)
+  mixed = weighted.store.training_examples(sources, None)
   assert len(mixed) == 60 and mixed[:15] == de[:15] and mixed[15:45] == en and mixed[45:] == en[:15]
-  assert weighted.model_spec("QADSM", name, sources, None)["language_rates"] == {"en": 3.0, "de": 1.0}
+  assert weighted.store.model_spec("QADSM", name, sources, None)["language_rates"] == {"en": 3.0, "de": 1.0}
 
 
 def test_start_up_checks_name_what_is_valid(tmp_path):

@@ -27,7 +27,10 @@ from xtreme_jax.data import paths, xtreme_readers
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import XTREME
-from xtreme_jax.runs import task_kinds, xtreme
+from xtreme_jax.runs import bookkeeping, inference, model_store, recipes, sentence_retrieval, task_kinds, xtreme
+from xtreme_jax.runs.model_store import ModelStore
+from xtreme_jax.runs.predictions import Predictions
+from xtreme_jax.runs.sentence_retrieval import SentenceRetrieval
 from xtreme_jax.training.checkpoints import FINGERPRINT_VERSION
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
@@ -238,9 +241,10 @@ def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   # Everything is up to date: no model is loaded, no encoder built, nothing predicted, no file rewritten.
   refuse = lambda *args, **kwargs: pytest.fail("a finished prediction was recomputed")  # noqa: E731
   with monkeypatch.context() as m:
-    for name in ("_finetune", "predict_language", "retrieve_language"):
-      m.setattr(xtreme.XtremeRunner, name, refuse)
-    m.setattr(xtreme.XtremeRunner, "encoder_params", property(refuse))
+    for owner, name in ((ModelStore, "_finetune"), (Predictions, "predict_language"),
+                        (SentenceRetrieval, "run_language")):
+      m.setattr(owner, name, refuse)
+    m.setattr(SentenceRetrieval, "encoder_params", property(refuse))
     rc, out = _run(f"--gin.RUN_DIR='{run_dir}'")
   assert rc == 0 and "xnli: 6 of 6 predictions up to date, kept" in out and "report:" in out
   assert "fine-tuning" not in out
@@ -253,10 +257,9 @@ def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   (copy / "submission" / "tatoeba" / "test-de.tsv").unlink()
   (copy / "submission" / "bucc2018" / "test-fr.tsv").write_text("fr-000001\ten-000001\n")
   calls = []
-  monkeypatch.setattr(xtreme.XtremeRunner, "_finetune", lambda self, task, name, *a: calls.append(name) or (0, 0))
-  monkeypatch.setattr(xtreme.XtremeRunner, "predict_language", lambda self, task, lg, pseudo=False: calls.append(
-      (task, lg)))
-  monkeypatch.setattr(xtreme.XtremeRunner, "retrieve_language", lambda self, task, lg: calls.append((task, lg)))
+  monkeypatch.setattr(ModelStore, "_finetune", lambda self, task, name, *a: calls.append(name) or (0, 0))
+  monkeypatch.setattr(Predictions, "predict_language", lambda self, task, lg, pseudo=False: calls.append((task, lg)))
+  monkeypatch.setattr(SentenceRetrieval, "run_language", lambda self, task, lg: calls.append((task, lg)))
   rc, out = _run(f"--gin.RUN_DIR='{copy}'", "--gin.LABELS_DIR=None")
   assert rc == 0 and "tatoeba: 5 of 6 predictions up to date, kept" in out
   assert calls == ["xnli", ("xnli", "ru"), ("bucc2018", "fr"), ("tatoeba", "de")]
@@ -286,10 +289,11 @@ def test_translate_test_predicts_the_translation_with_the_english_model(tmp_path
                                   xtreme.FinetuneSettings(), None)
   assert runner.training_set("xnli", "de") == zero_shot.training_set("xnli", "de")  # models/xnli, English data
   used, decoded = [], []
-  monkeypatch.setattr(runner, "finetuned", lambda task, lg: used.append(runner.training_set(task, lg)[0]) or (0, 0))
-  monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners: decoded.append(
-      examples) or ["neutral"] * len(examples))
-  runner.predict_language("xnli", "de")
+  monkeypatch.setattr(runner.store, "finetuned", lambda task, lg: used.append(runner.training_set(task, lg)[0])
+                      or (0, 0))
+  monkeypatch.setattr(inference, "decode", lambda kind, spec, s, trainer, params, examples, features, owners, vocab: (
+      decoded.append(examples) or ["neutral"] * len(examples)))
+  runner.predictions.predict_language("xnli", "de")
   assert used == ["xnli"] and decoded[0] == runner.read("xnli", "de", "translate_test")
   assert decoded[0][0]["text_b"] == "The card was for her teacher."  # the English translation
   written = (tmp_path / "submission-translate_test" / "xnli" / "test-de.tsv").read_text()
@@ -306,17 +310,18 @@ def _runner(run_dir, config=None, setting="zero_shot", data_dir=SAMPLE, **tasks)
 def test_selection_criterion_per_setting_and_task(tmp_path):
   runner = _runner(tmp_path, xnli=xtreme.TaskSettings(selection="mean_dev"),
                    panx=xtreme.TaskSettings(selection="final"))
-  assert runner.selection("xnli") == {"criterion": "mean dev accuracy over 6 languages", "metric": "dev_accuracy",
+  assert runner.store.selection("xnli") == {"criterion": "mean dev accuracy over 6 languages", "metric": "dev_accuracy",
                                       "dev": tuple(("xnli", lg, "dev") for lg in ("ar", "de", "en", "hi", "ru", "zh"))}
-  assert runner.selection("pawsx") == {"criterion": "en dev accuracy", "metric": "dev_accuracy",
+  assert runner.store.selection("pawsx") == {"criterion": "en dev accuracy", "metric": "dev_accuracy",
                                        "dev": (("pawsx", "en", "dev"),)}
-  assert runner.selection("udpos")["criterion"] == "en dev F1"
-  assert runner.selection("panx") is None and runner.selection("xquad") is None  # final; QA keeps the final model
+  assert runner.store.selection("udpos")["criterion"] == "en dev F1"
+  assert runner.store.selection("panx") is None  # final
+  assert runner.store.selection("xquad") is None  # QA keeps the final model
   data = tmp_path / "data"
   shutil.copytree(os.path.join(SAMPLE, "pawsx"), data / "pawsx")
   (data / "pawsx" / "dev-en.tsv").unlink()
-  assert _runner(tmp_path, data_dir=str(data)).selection("pawsx") is None  # no English dev: the final model
-  assert _runner(tmp_path, data_dir=str(data), pawsx=xtreme.TaskSettings(selection="mean_dev")).selection(
+  assert _runner(tmp_path, data_dir=str(data)).store.selection("pawsx") is None  # no English dev: the final model
+  assert _runner(tmp_path, data_dir=str(data), pawsx=xtreme.TaskSettings(selection="mean_dev")).store.selection(
       "pawsx")["criterion"] == "mean dev accuracy over 2 languages"
 
 
@@ -339,11 +344,10 @@ def test_dev_scores_are_what_the_official_scripts_select_on(tmp_path, monkeypatc
   assert dev_score("udpos", pos, [["NOUN", "VERB", "VERB"]]) == 0  # no chunk right; token accuracy 66.7
   # The evaluator: one score per dev language and their mean, under the Trainer's select_metric.
   runner = _runner(tmp_path, TINY, xnli=xtreme.TaskSettings(selection="mean_dev"))
-  monkeypatch.setattr(runner, "_decode", lambda recipe, s, trainer, params, examples, features, owners, kind=None: (
+  monkeypatch.setattr(inference, "decode", lambda kind, spec, s, trainer, params, examples, features, owners, vocab: (
       ["neutral"] * len(examples)))
-  s = runner.settings.recipe("xnli")
-  scores = runner.dev_scores("xnli", s, None, "dev_accuracy", runner._dev_sets("xnli", s, runner.selection("xnli")),
-                             None)
+  s, store = runner.settings.recipe("xnli"), runner.store
+  scores = store.dev_scores("xnli", s, None, "dev_accuracy", store.dev_sets("xnli", s, store.selection("xnli")), None)
   expected = {lg: 100 * sum(ex["label"] == "neutral" for ex in runner.read("xnli", lg, "dev")) / 9
               for lg in ("ar", "de", "en", "hi", "ru", "zh")}
   assert scores == pytest.approx({**{f"dev_accuracy/{lg}": v for lg, v in expected.items()},
@@ -358,32 +362,33 @@ def test_the_best_dev_step_predicts_the_test_sets(tmp_path, monkeypatch):
                                optimizer=OptimizerConfig(learning_rate=1e-2))  # 48 pairs: 3 updates of 8
   runner = _runner(tmp_path, config, xnli=recipe)
   seen, scripted = [], [40.0, 90.0, 60.0]
-  real = xtreme.XtremeRunner.dev_scores
+  real = ModelStore.dev_scores
 
   def dev_scores(self, task, s, trainer, metric, dev, params):
     measured = real(self, task, s, trainer, metric, dev, params)  # the real dev prediction runs (and compiles)
     seen.append(jax.tree_util.tree_map(np.array, params))
     return {**measured, metric: scripted[len(seen) - 1]}
 
-  monkeypatch.setattr(xtreme.XtremeRunner, "dev_scores", dev_scores)
-  path = runner.predict_language("xnli", "de")
-  trainer, params = runner.finetuned("xnli", "de")
+  monkeypatch.setattr(ModelStore, "dev_scores", dev_scores)
+  path = runner.predictions.predict_language("xnli", "de")
+  trainer, params = runner.store.finetuned("xnli", "de")
   assert len(seen) == 3
   jax.tree_util.tree_map(np.testing.assert_array_equal, jax.tree_util.tree_map(np.asarray, params), seen[1])
   assert not np.array_equal(jax.tree_util.tree_leaves(seen[1])[0], jax.tree_util.tree_leaves(seen[2])[0])
   examples = runner.read("xnli", "de", "test")
   spec = XTREME.task("xnli")
   features, owners = task_kinds.of(spec).features(spec, examples, runner.vocab, recipe, training=False)
-  best = runner._decode(spec, recipe, trainer, trainer.place_params(seen[1]), examples, features, owners)
+  best = inference.decode(runner.kind("xnli"), spec, recipe, trainer, trainer.place_params(seen[1]), examples, features,
+                          owners, runner.vocab)
   assert open(path).read() == "".join(f"{label}\n" for label in best)
-  entry = runner.run_entry("xnli")
+  entry = runner.store.run_entry("xnli")
   assert (entry["criterion"], entry["selected_step"], entry["train_steps"]) == ("en dev accuracy", 2, 3)
-  made_by = runner.made_by("xnli", "de", "test")
-  assert runner.records(runner.submission).up_to_date(path, made_by)
-  summary = os.path.join(runner.model_dir("xnli"), "summary.json")
+  made_by = runner.predictions.made_by("xnli", "de", "test")
+  assert runner.predictions.records(runner.submission).up_to_date(path, made_by)
+  summary = os.path.join(runner.store.model_dir("xnli"), "summary.json")
   stored = json.load(open(summary))
   json.dump({**stored, "best": {**stored["best"], "step": 3}}, open(summary, "w"))
-  assert runner.made_by("xnli", "de", "test") != made_by  # another selected step: another prediction
+  assert runner.predictions.made_by("xnli", "de", "test") != made_by  # another selected step: another prediction
 
 
 # -- the run directory -----------------------------------------------------------------------
@@ -456,12 +461,12 @@ def test_run_files_may_live_under_gs_urls(gcs):  # noqa: F811
   fingerprint = xtreme.run_fingerprint(runner)
   assert (fingerprint["data_dir"], fingerprint["init_checkpoint"]) == ("gs://bucket/xtreme", "gs://bucket/ckpt")
   assert fingerprint["vocabulary"] == "<xtreme_jax>/sample_data/sample_spm.model"  # the same in every install
-  path = runner.prediction_path("xnli", "de")
+  path = runner.predictions.path("xnli", "de")
   atomic.write_text(path, "neutral\n")
-  runner.records(runner.submission).record(path, "maker")
-  assert xtreme.PredictionRecords(runner.submission).up_to_date(path, "maker")  # read back from gs://
-  assert not xtreme.PredictionRecords(runner.submission).up_to_date(path, "another maker")
-  runner.write_manifests(runner.submission, runner.pseudo_submission)  # (no pseudo predictions: no manifest)
+  runner.predictions.records(runner.submission).record(path, "maker")
+  assert bookkeeping.PredictionRecords(runner.submission).up_to_date(path, "maker")  # read back from gs://
+  assert not bookkeeping.PredictionRecords(runner.submission).up_to_date(path, "another maker")
+  runner.predictions.write_manifests(runner.submission, runner.pseudo_submission)  # no pseudo predictions: no manifest
   assert scorer.data_source(runner.submission) == "official" and fs.isfile(f"{runner.submission}/manifest.json")
   assert not fs.exists(runner.pseudo_submission)
 
@@ -486,20 +491,20 @@ class _StoppingTrainer:
 
 
 def test_resume_overrides_reach_the_models_being_resumed(tmp_path, monkeypatch, caplog):
-  monkeypatch.setattr(xtreme, "Trainer", _StoppingTrainer)
+  monkeypatch.setattr(model_store, "Trainer", _StoppingTrainer)
   monkeypatch.setattr(_StoppingTrainer, "built", [])
   with pytest.raises(RuntimeError, match="stopped"):
-    _runner(tmp_path, TINY).finetuned("xnli", "de")  # a run that stopped (a NaN, say) after its first step
+    _runner(tmp_path, TINY).store.finetuned("xnli", "de")  # a run that stopped (a NaN, say) after its first step
   runner = xtreme.XtremeRunner(str(tmp_path), SAMPLE, TINY, paths.sample_vocab(), None, xtreme.FinetuneSettings(),
                                PartitionConfig(), resume_overrides={"learning_rate": 1e-6})
   with pytest.raises(RuntimeError, match="stopped"):
-    runner.finetuned("xnli", "de")
+    runner.store.finetuned("xnli", "de")
   with pytest.raises(RuntimeError, match="stopped"), caplog.at_level(logging.WARNING):
-    runner.finetuned("pawsx", "de")  # a new model: no run to resume, its configured optimizer
-  assert "not applied to " + runner.model_dir("pawsx") + ": it holds no run to resume" in caplog.text
+    runner.store.finetuned("pawsx", "de")  # a new model: no run to resume, its configured optimizer
+  assert "not applied to " + runner.store.model_dir("pawsx") + ": it holds no run to resume" in caplog.text
   assert _StoppingTrainer.built == [("xnli", 2e-5), ("xnli", 1e-6), ("pawsx", 2e-5)]
-  assert runner.resumed_with_overrides == ["xnli"]
-  stored = json.load(open(os.path.join(runner.model_dir("xnli"), "run_config.json")))
+  assert runner.store.resumed_with_overrides == ["xnli"]
+  stored = json.load(open(os.path.join(runner.store.model_dir("xnli"), "run_config.json")))
   assert stored["overrides"] == [{"step": 1, "optimizer": {"learning_rate": 1e-6}}]
   assert stored["optimizer"]["learning_rate"] == 2e-5  # the configuration itself is kept
 
@@ -519,7 +524,7 @@ def _bound_settings(experiment):
 ])
 def test_experiments_bind_the_official_recipe(experiment, xnli_lr, layers):
   settings, config = _bound_settings(experiment)
-  assert settings.setting == "zero_shot" and set(settings.tasks) == set(xtreme.FINETUNED + xtreme.RETRIEVAL_TASKS)
+  assert settings.setting == "zero_shot" and set(settings.tasks) == set(recipes.FINETUNED + xtreme.RETRIEVAL_TASKS)
   official = {"xnli": (5.0, 100), "pawsx": (5.0, 200), "udpos": (10.0, 500), "panx": (10.0, 1000)}
   for task, (epochs, eval_every) in official.items():
     s = settings.recipe(task)
@@ -534,8 +539,8 @@ def test_experiments_bind_the_official_recipe(experiment, xnli_lr, layers):
   bucc, tatoeba = settings.retrieval("bucc2018"), settings.retrieval("tatoeba")
   assert (bucc.pool, bucc.seq_len, tatoeba.pool, tatoeba.seq_len) == ("cls", 512, "mean", 512)
   assert (bucc.layer, tatoeba.layer) == layers
-  assert xtreme.official_layer("bucc2018", config.num_layers) == bucc.layer  # the scripts' arithmetic
-  assert xtreme.official_layer("tatoeba", config.num_layers) == tatoeba.layer
+  assert recipes.official_layer("bucc2018", config.num_layers) == bucc.layer  # the scripts' arithmetic
+  assert recipes.official_layer("tatoeba", config.num_layers) == tatoeba.layer
 
 
 def test_xtreme_experiments_open_with_a_complete_one_line_description():
@@ -550,7 +555,7 @@ def test_xtreme_experiments_open_with_a_complete_one_line_description():
 def test_quickstart_recipe_overrides_every_task():
   settings, config = _bound_settings("experiments/xtreme_quickstart.gin")
   assert config.dropout_rate == config.attention_dropout_rate == 0.0
-  for task in xtreme.FINETUNED:
+  for task in recipes.FINETUNED:
     s = settings.recipe(task)
     assert s.batch_size == 8 and s.optimizer.learning_rate == 1e-3
     assert s.optimizer.warmup_steps == 0 and s.optimizer.weight_decay == 0.0
@@ -560,12 +565,12 @@ def test_quickstart_recipe_overrides_every_task():
 
 def test_official_retrieval_layers():
   """run_retrieval.py: layer = L - num_layers + 1 + specific_layer (BUCC (12, 7); Tatoeba (12, 7) / (24, 13))."""
-  assert [xtreme.official_layer("bucc2018", n) for n in (12, 24)] == [8, 20]
-  assert [xtreme.official_layer("tatoeba", n) for n in (12, 24)] == [8, 14]
-  assert [xtreme.official_layer(t, 2) for t in ("bucc2018", "tatoeba")] == [1, 1]  # 2L // 3 below 12 layers
+  assert [recipes.official_layer("bucc2018", n) for n in (12, 24)] == [8, 20]
+  assert [recipes.official_layer("tatoeba", n) for n in (12, 24)] == [8, 14]
+  assert [recipes.official_layer(t, 2) for t in ("bucc2018", "tatoeba")] == [1, 1]  # 2L // 3 below 12 layers
   runner = xtreme.XtremeRunner("r", paths.sample_xtreme_dir(), TINY, paths.sample_vocab(), None,
                                xtreme.FinetuneSettings(tasks={"tatoeba": xtreme.RetrievalSettings(layer=0)}), None)
-  assert (runner.retrieval_layer("bucc2018"), runner.retrieval_layer("tatoeba")) == (1, 0)
+  assert (runner.retrieval.layer("bucc2018"), runner.retrieval.layer("tatoeba")) == (1, 0)
 
 
 def test_a_malformed_file_of_a_later_task_stops_the_run_before_it_claims_its_directory(tmp_path, capsys):
@@ -626,7 +631,7 @@ def test_cls_and_mean_pooling_match_a_numpy_reference():
   states, mask = np.asarray(out.all_layers[0], np.float64), batch["input_mask"].astype(np.float64)[..., None]
   expected = {"cls": states[:, 0], "mean": (states * mask).sum(1) / mask.sum(1)}  # layer 1 of 2
   for pool in ("cls", "mean"):
-    got = xtreme.sentence_embeddings(TINY, params, features, 1, 2, pool)  # 3 batches, the last one padded
+    got = sentence_retrieval.sentence_embeddings(TINY, params, features, 1, 2, pool)  # 3 batches, the last one padded
     np.testing.assert_allclose(got, expected[pool], rtol=1e-5, atol=1e-5)
   assert not np.allclose(expected["cls"], expected["mean"], atol=1e-3)
 
@@ -634,8 +639,8 @@ def test_cls_and_mean_pooling_match_a_numpy_reference():
 # -- records of finished predictions -------------------------------------------------------
 
 def _finished(runner, name="xnli", final_loss=0.2, steps=12, best=None):
-  spec = runner.model_spec("xnli", name, (("xnli", "en", "train"),), None)
-  model_dir = runner.model_dir(name)
+  spec = runner.store.model_spec("xnli", name, (("xnli", "en", "train"),), None)
+  model_dir = runner.store.model_dir(name)
   os.makedirs(model_dir, exist_ok=True)
   (json.dump({**json.loads(json.dumps(spec, default=str)), "steps": steps},
              open(os.path.join(model_dir, "run_config.json"), "w")))
@@ -652,50 +657,52 @@ def test_a_prediction_is_up_to_date_only_for_the_same_model_inputs_settings_and_
   run = lambda settings=xtreme.FinetuneSettings(): xtreme.XtremeRunner(  # noqa: E731
       str(tmp_path / "run"), str(data), TINY, paths.sample_vocab(), None, settings, None)
   runner = run()
-  assert runner.made_by("xnli", "de", "test") is None  # no finished model yet
+  assert runner.predictions.made_by("xnli", "de", "test") is None  # no finished model yet
   _finished(runner, steps=12)
-  made_by = runner.made_by("xnli", "de", "test")
-  assert made_by and made_by == run().made_by("xnli", "de", "test") != runner.made_by("xnli", "ru", "test")
-  entry = runner.run_entry("xnli")
+  made_by = runner.predictions.made_by("xnli", "de", "test")
+  assert made_by and made_by == run().predictions.made_by("xnli", "de", "test")
+  assert made_by != runner.predictions.made_by("xnli", "ru", "test")
+  entry = runner.store.run_entry("xnli")
   assert set(entry) == RUN_KEYS and entry["train_steps"] == entry["selected_step"] == 12
   assert entry["history"][0] == [1, 1.1] and entry["train_accuracy"] is None
   assert entry["criterion"] == "final"  # no evaluation recorded (no "best"): the final model predicted
   # The prediction file and its record.
-  path = runner.prediction_path("xnli", "de")
+  path = runner.predictions.path("xnli", "de")
   os.makedirs(os.path.dirname(path))
   open(path, "w").write("neutral\n")
-  runner.records(runner.submission).record(path, made_by)
-  assert xtreme.PredictionRecords(runner.submission).up_to_date(path, made_by)  # read back from the sidecar
+  runner.predictions.records(runner.submission).record(path, made_by)
+  assert bookkeeping.PredictionRecords(runner.submission).up_to_date(path, made_by)  # read back from the sidecar
   assert os.path.exists(runner.submission + ".records.json")
   open(path, "w").write("entailment\n")
-  assert not runner.records(runner.submission).up_to_date(path, made_by)  # the file was edited
-  assert not runner.records(runner.submission).up_to_date(path, None)
+  assert not runner.predictions.records(runner.submission).up_to_date(path, made_by)  # the file was edited
+  assert not runner.predictions.records(runner.submission).up_to_date(path, None)
   # Another recipe (same directory): not this model; a retrained model, an unfinished one, edited test data.
-  assert run(xtreme.FinetuneSettings(tasks={"xnli": xtreme.TaskSettings(epochs=2.0)})).made_by("xnli", "de",
-                                                                                               "test") is None
+  longer = run(xtreme.FinetuneSettings(tasks={"xnli": xtreme.TaskSettings(epochs=2.0)}))
+  assert longer.predictions.made_by("xnli", "de", "test") is None
   _finished(runner, final_loss=0.3)
-  retrained = runner.made_by("xnli", "de", "test")
+  retrained = runner.predictions.made_by("xnli", "de", "test")
   assert retrained not in (None, made_by)
   os.utime(data / "xnli" / "test-de.tsv", ns=(1, 1))
-  assert runner.made_by("xnli", "de", "test") not in (None, retrained)
+  assert runner.predictions.made_by("xnli", "de", "test") not in (None, retrained)
   _finished(runner, steps=13)
-  json.dump({"train_steps": 5}, open(os.path.join(runner.model_dir("xnli"), "summary.json"), "w"))
-  assert runner.made_by("xnli", "de", "test") is None and runner.run_entry("xnli") is None
+  json.dump({"train_steps": 5}, open(os.path.join(runner.store.model_dir("xnli"), "summary.json"), "w"))
+  assert runner.predictions.made_by("xnli", "de", "test") is None and runner.store.run_entry("xnli") is None
   # Retrieval: the encoder and its settings.
-  tatoeba = runner.made_by("tatoeba", "de", "test")
+  tatoeba = runner.predictions.made_by("tatoeba", "de", "test")
   pooled = run(xtreme.FinetuneSettings(tasks={"tatoeba": xtreme.RetrievalSettings(pool="cls")}))
-  assert tatoeba and pooled.made_by("tatoeba", "de", "test") != tatoeba
-  assert run(xtreme.FinetuneSettings(seed=1)).made_by("tatoeba", "de", "test") != tatoeba  # another random encoder
+  assert tatoeba and pooled.predictions.made_by("tatoeba", "de", "test") != tatoeba
+  reseeded = run(xtreme.FinetuneSettings(seed=1))  # another random encoder
+  assert reseeded.predictions.made_by("tatoeba", "de", "test") != tatoeba
   # A model that selected a step on dev: runs.json names it and its criterion.
   _finished(runner, steps=12, best=4)
-  entry = runner.run_entry("xnli")
+  entry = runner.store.run_entry("xnli")
   assert (entry["criterion"], entry["selected_step"], entry["train_steps"]) == ("en dev accuracy", 4, 12)
 
 
 def test_loss_history_is_bucketed_beyond_its_budget():
   records = [{"step": i + 1, "loss": float(i % 4)} for i in range(1000)]
-  assert xtreme.loss_history(records[:3]) == [[1, 0.0], [2, 1.0], [3, 2.0]]
-  history = xtreme.loss_history(records, points=250)
+  assert model_store.loss_history(records[:3]) == [[1, 0.0], [2, 1.0], [3, 2.0]]
+  history = model_store.loss_history(records, points=250)
   assert len(history) == 250 and history[0] == [4, 1.5] and history[-1] == [1000, 1.5]
 
 

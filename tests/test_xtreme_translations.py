@@ -310,8 +310,8 @@ def test_translate_test_reads_the_translation_and_other_settings_do_not(tmp_path
   assert runner.read("xnli", "de", "translate_test")[0]["text_b"] == "The card was for her teacher."
   assert runner.available("xnli", "de", "translate_test") and not runner.available("xnli", "ar", "translate_test")
   other = _runner(tmp_path, "translate_test", str(tmp_path))
-  assert not other.available("xnli", "de", "translate_test") and other.pseudo_languages("xnli") == []
-  assert runner.pseudo_languages("xnli") == ["nl"] and runner.pseudo_languages("panx") == []
+  assert not other.available("xnli", "de", "translate_test") and other.predictions.pseudo_languages("xnli") == []
+  assert runner.predictions.pseudo_languages("xnli") == ["nl"] and runner.predictions.pseudo_languages("panx") == []
 
 
 @pytest.fixture

@@ -102,7 +102,7 @@ def xtreme_analyses(runner: Any, labels_dir: str, scores: dict) -> str:
       if lg == "en":
         continue
       gold = scorer.read_tag_sentences(os.path.join(labels_dir, XTREME.prediction_file(task, lg)))
-      predicted = scorer.read_tag_sentences(runner.prediction_path(task, lg))
+      predicted = scorer.read_tag_sentences(runner.predictions.path(task, lg))
       seen.setdefault(task, {})[lg] = (
           analyses.entities_seen_unseen(train, [r["tokens"] for r in runner.data.read(task, lg, "test")], gold,
                                         predicted)

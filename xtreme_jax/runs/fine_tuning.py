@@ -41,12 +41,11 @@ class Run(Protocol):
   settings: Any  # `FinetuneSettings`: pivot_language, train_languages, language_rates, multi_tasks
   benchmark: Any  # `BenchmarkSpec`
   data: Any  # the benchmark's data object (`location` of a missing file)
+  store: Any  # `model_store.ModelStore`: FILTER's training sources and its teachers' soft labels
 
   def spec(self, task: str) -> TaskSpec: ...
 
   def available(self, task: str, language: str, split: str) -> bool: ...
-
-  def filter_sources(self, task: str) -> tuple: ...
 
   def kind(self, task: str) -> Any: ...
 
@@ -295,7 +294,7 @@ class Filter(Setting):
   filter_stage: Optional[str] = "teacher"
 
   def training_set(self, run, task, language):
-    return TrainingSet(f"{run.spec(task).model}_filter_{self.filter_stage}", run.filter_sources(task))
+    return TrainingSet(f"{run.spec(task).model}_filter_{self.filter_stage}", run.store.filter_sources(task))
 
   def kind(self, base, recipe, student=None):
     from xtreme_jax.runs import filter_kinds  # lazy: the models (the seqio registrations import this module)
@@ -303,7 +302,7 @@ class Filter(Setting):
 
   def after_training(self, run, task, sources, limit):
     if self.filter_stage == "teacher":
-      run.teacher_soft_labels(task, sources, limit)
+      run.store.teacher_soft_labels(task, sources, limit)
 
   def mixture(self, benchmark, task, language=None):
     return None

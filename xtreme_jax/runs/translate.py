@@ -38,7 +38,8 @@ from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.runs.train import _train
 from xtreme_jax.runs.benchmarks import PROTOCOLS
-from xtreme_jax.runs.xtreme import TaskSettings, predict_features
+from xtreme_jax.runs.inference import predict_features
+from xtreme_jax.runs.recipes import TaskSettings
 from xtreme_jax.training import averaging
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
