@@ -3,7 +3,7 @@
 import pytest
 
 from xtreme_jax.evaluation import analyses
-from xtreme_jax.evaluation.report import language_family
+from xtreme_jax.evaluation.plots import language_family
 
 TIER = "unit"  # conftest.py: this file's tier
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from xtreme_jax import atomic
-from xtreme_jax.evaluation import metrics
+from xtreme_jax.evaluation import metrics, plots
 from xtreme_jax.evaluation import report
 
 TIER = "unit"  # conftest.py: this file's tier
@@ -176,9 +176,9 @@ def test_plots_of_tasks_no_longer_in_the_results_are_removed(tmp_path):
 
 
 def test_plot_unknown_languages_and_families(tmp_path):
-  assert set().union(*metrics.TASK_LANGUAGES.values()) <= set(report.LANGUAGE_FAMILY)
-  assert set(report.LANGUAGE_FAMILY.values()) < set(report.FAMILY_ORDER)
-  assert report.language_family("xx") == "Other" and report.language_family("ur") == "IE: Indo-Aryan"
+  assert set().union(*metrics.TASK_LANGUAGES.values()) <= set(plots.LANGUAGE_FAMILY)
+  assert set(plots.LANGUAGE_FAMILY.values()) < set(plots.FAMILY_ORDER)
+  assert plots.language_family("xx") == "Other" and plots.language_family("ur") == "IE: Indo-Aryan"
   path = str(tmp_path / "deep" / "plot.png")
   assert report.plot_task("tatoeba", {"xx": 40.0, "yy": {"accuracy": 35.0}, "de": 90.0}, path) == path
   assert _is_png(path) and os.path.getsize(path) > 5000
@@ -227,8 +227,8 @@ def test_plot_legend_lists_every_family_and_zero_scores_are_visible():
   # Every family of a 40-language task is in the legend.
   scores = {lg: 50.0 for lg in metrics.TASK_LANGUAGES["panx"]}
   labels = [t.get_text() for t in report.task_figure("panx", scores).axes[0].get_legend().get_texts()]
-  families = {report.language_family(lg) for lg in scores}
-  assert labels[:len(families)] == [f for f in report.FAMILY_ORDER if f in families]
+  families = {plots.language_family(lg) for lg in scores}
+  assert labels[:len(families)] == [f for f in plots.FAMILY_ORDER if f in families]
   assert labels[len(families):] == ["English (source)", "non-en mean 50.0"]
 
 
@@ -300,11 +300,11 @@ def test_a_zero_bar_is_as_high_as_zero_and_a_one_bar_as_one():
 def test_more_than_ten_series_each_get_their_own_colour_and_line_style():
   names = [f"task{i}" for i in range(13)]
   runs = {name: {"history": [[10, 2.0 + i], [20, 1.0 + i]], "selected_step": None} for i, name in enumerate(names)}
-  ax = report.loss_figure(runs).axes[0]
+  ax = plots.loss_figure(runs).axes[0]
   lines = {line.get_label(): (line.get_color(), line.get_linestyle()) for line in ax.get_lines()}
   assert list(lines) == names and len(set(lines.values())) == 13  # tab10 alone would repeat task0's blue
   assert lines["task0"][0] == lines["task10"][0] and lines["task0"][1] != lines["task10"][1]
-  assert len(set(report.series_styles(40))) == 40
+  assert len(set(plots.series_styles(40))) == 40
 
 
 def test_last_loss_is_the_mean_of_the_last_tenth_of_the_steps():

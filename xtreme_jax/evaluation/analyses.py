@@ -10,7 +10,7 @@
   own, next tag; sentence boundaries as `<s>` / `</s>`) is seen when it
   occurs in the English training data; token accuracy per part.
 * `by_group`: the mean per-language score of each language family
-  (`report.LANGUAGE_FAMILY`) or writing system (`SCRIPT`).
+  (`plots.LANGUAGE_FAMILY`) or writing system (`SCRIPT`).
 
 `write_report(out_dir, ...)` puts them in `analyses.md`; the runner writes
 it for XTREME runs scored against labels (`report/analyses.md`).
@@ -22,7 +22,7 @@ import os
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from xtreme_jax import atomic
-from xtreme_jax.evaluation import metrics
+from xtreme_jax.evaluation import metrics, plots
 
 # Writing system of XTREME's languages (and a few of XGLUE's).
 SCRIPT = {
@@ -88,11 +88,10 @@ def _fmt(value: Optional[float]) -> str:
 
 def markdown(task_scores: Mapping[str, Mapping[str, float]], seen: Mapping[str, Mapping[str, dict]]) -> str:
   """The report: per task, mean score by family and by script; per tagging task and language, seen / unseen."""
-  from xtreme_jax.evaluation.report import language_family  # pylint: disable=g-import-not-at-top
   lines = ["# Analyses (XTREME, Section 6)", ""]
   for task, per_language in task_scores.items():
     lines += [f"## {task}", "", "| group | mean |", "|---|---:|"]
-    lines += [f"| {g} | {s:.1f} |" for g, s in by_group(per_language, language_family).items()]
+    lines += [f"| {g} | {s:.1f} |" for g, s in by_group(per_language, plots.language_family).items()]
     lines += [f"| script: {g} | {s:.1f} |" for g, s in by_group(per_language, lambda lg: SCRIPT.get(lg, "other"))
               .items()]
     lines.append("")

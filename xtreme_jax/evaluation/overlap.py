@@ -25,6 +25,7 @@ import os
 from typing import Iterable, Mapping, Sequence
 
 from xtreme_jax import errors
+from xtreme_jax.evaluation import plots
 
 
 def record_texts(record: Mapping) -> list[str]:
@@ -110,11 +111,10 @@ MEASURE_LABEL = {"p_type": "test subword types seen in English training (%)",
 def scatter_figure(rows: Sequence[Mapping], measure: str):
   """Zero-shot score against `measure` (p_type / p_token): one colour and marker per task, each point labelled
   with its language, titled with the measure (a matplotlib `Figure`, Agg canvas)."""
-  from xtreme_jax.evaluation.report import new_figure, series_styles  # pylint: disable=g-import-not-at-top
-  figure = new_figure(6.4, 4.8)
+  figure = plots.new_figure(6.4, 4.8)
   axes = figure.add_subplot()
   tasks = list(dict.fromkeys(r["task"] for r in rows))
-  for task, (colour, _, marker) in zip(tasks, series_styles(len(tasks))):
+  for task, (colour, _, marker) in zip(tasks, plots.series_styles(len(tasks))):
     points = [r for r in rows if r["task"] == task]
     axes.scatter([r[measure] for r in points], [r["score"] for r in points], label=task, s=28, color=colour,
                  marker=marker)
@@ -134,5 +134,4 @@ def scatter_figure(rows: Sequence[Mapping], measure: str):
 
 def scatter_plot(rows: Sequence[Mapping], measure: str, path: str) -> None:
   """`scatter_figure` saved as PNG at `path` (atomically)."""
-  from xtreme_jax.evaluation.report import save_png  # pylint: disable=g-import-not-at-top
-  save_png(scatter_figure(rows, measure), path)
+  plots.save_png(scatter_figure(rows, measure), path)
