@@ -13,7 +13,7 @@ import pytest
 from conftest import RandomMlmSource
 from test_training import CrashingSource, _fit, flat, make_trainer
 from xtreme_jax.models.mlm import MlmModel
-from xtreme_jax.training import prefetch, trainer as trainer_module
+from xtreme_jax.training import prefetch, programs as programs_module
 from xtreme_jax.training.trainer import Trainer
 
 TIER = "integration"  # conftest.py: this file's tier
@@ -30,7 +30,7 @@ def _same(a, b) -> bool:
 def init_calls(monkeypatch):
   """Counts the calls of the initialising programs (`init_params`, `start_state`) of every Trainer."""
   calls = collections.Counter()
-  original = trainer_module._programs
+  original = programs_module.compiled
 
   def counted(name, fn):
     def call(*args, **kwargs):
@@ -43,7 +43,7 @@ def init_calls(monkeypatch):
     return dataclasses.replace(p, init_params=counted("init_params", p.init_params),
                                start_state=counted("start_state", p.start_state))
 
-  monkeypatch.setattr(trainer_module, "_programs", programs)
+  monkeypatch.setattr(programs_module, "compiled", programs)
   return calls
 
 

@@ -65,7 +65,7 @@ def test_tagging_translation_without_tags_keeps_only_the_kl_positions(vocab):
 
 def test_qa_target_windows_pair_with_the_same_window_or_the_sources_last(vocab):
   spec, kind = _filter("xquad")
-  s = TaskSettings(seq_len=24, doc_stride=6, max_query_len=6)
+  s = TaskSettings(seq_len=24, qa=task_kinds.QaSettings(doc_stride=6, max_query_len=6))
   long = " ".join(f"word{i}" for i in range(40))
   target = {"id": "q1", "question": "where", "context": long, "answers": {"text": [], "answer_start": []}}
   source = {"id": "q1", "question": "where", "context": "a short context", "answers": {"text": [],

@@ -97,7 +97,7 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
     assert config.eval_every == 1  # an epoch: the sample's 4 English examples fill less than a batch of 8
     assert (optimizer.learning_rate, optimizer.schedule, optimizer.freeze) == (1e-3, "constant", "(^|/)backbone/")
     assert optimizer.max_grad_norm is None  # no clipping: the paper's and the authors' recipe (runs/mbert.gin)
-  assert (seen[0][2].hidden, seen[1][2].lstm_hidden) == (256, 256)  # the quickstart's BiLSTM (Gin lstm_hidden)
+  assert (seen[0][2].hidden, seen[1][2].lstm_hidden) == (256, 256)  # the quickstart's BiLSTM (Gin)
 
 
 @pytest.mark.parametrize("gin_file,hidden", [("experiments/mbert_paper_mbert.gin", None),
@@ -120,7 +120,7 @@ def test_the_paper_recipes_do_not_clip_gradients_and_use_its_bilstm_size(tmp_pat
   for recipe in recipes:
     assert recipe.optimizer.max_grad_norm is None
     if hidden is not None:
-      assert recipe.lstm_hidden == hidden
+      assert recipe.feature_based.lstm_hidden == hidden
 
 
 def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind(tmp_path):
@@ -134,11 +134,12 @@ def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind
     assert isinstance(kind, task_kinds.FeatureBased)
     assert kind.model(runner.spec(task), TINY).pooled == pooled
     assert runner.training_set(task, "de") == (f"{task}_feature_based", ((task, "en", "train"),), None)
-    assert kind.model(runner.spec(task), TINY).hidden == 768  # the paper's d_h, TaskSettings.lstm_hidden
+    assert kind.model(runner.spec(task), TINY).hidden == 768  # the paper's d_h, FeatureBasedSettings.lstm_hidden
   for task, upos in (("parsing", None), ("parsing_gold_pos", 17)):  # the parser on the BiLSTM's states
     model = runner.kind(task).model(runner.spec(task), TINY)
     assert (type(model).__name__, model.lstm_hidden, model.num_upos) == ("BiaffineParserModel", 768, upos)
-  small = xtreme.FinetuneSettings(setting="feature_based", tasks={"mldoc": xtreme.TaskSettings(lstm_hidden=16)})
+  bilstm = task_kinds.FeatureBasedSettings(lstm_hidden=16)
+  small = xtreme.FinetuneSettings(setting="feature_based", tasks={"mldoc": xtreme.TaskSettings(feature_based=bilstm)})
   runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_mbert_dir(), TINY, paths.sample_vocab(), None, small,
                                None, benchmark="mbert")
   assert runner.kind("mldoc").model(runner.spec("mldoc"), TINY).hidden == 16

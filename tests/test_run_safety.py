@@ -26,8 +26,8 @@ from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDire
                                              RunDirectoryInUseError)
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import (NonFiniteLossError, Preempted, TrainerConfig, format_scores, stop_signals,
-                                         window_means)
+from xtreme_jax.training.progress import format_scores, window_means
+from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, stop_signals
 
 TIER = "integration"  # conftest.py: this file's tier
 

@@ -29,13 +29,14 @@ CONFIG = dataclasses.replace(TINY, vocab_size=1024, num_layers=1, max_positions=
                              attention_dropout_rate=0.0)
 RECIPE = xtreme.TaskSettings(epochs=1.0, batch_size=8, seq_len=32, eval_every="epoch", selection="mean_dev",
                              optimizer=OptimizerConfig(learning_rate=1e-3))
-QA_RECIPE = dataclasses.replace(RECIPE, seq_len=48, doc_stride=16, max_query_len=16, selection="final")
+QA_RECIPE = dataclasses.replace(RECIPE, seq_len=48, qa=task_kinds.QaSettings(doc_stride=16, max_query_len=16),
+                                selection="final")
 TASKS = XGLUE.categories["understanding"]  # all nine: tagging, span QA, ranking and pair classification
 
 
 def _settings(**kw) -> xtreme.FinetuneSettings:
   recipes = {t: QA_RECIPE if XGLUE.task(t).kind == "span_qa" else RECIPE for t in TASKS}
-  recipes["WPR"] = dataclasses.replace(RECIPE, ranking_head="regression")  # as runs/xglue.gin
+  recipes["WPR"] = dataclasses.replace(RECIPE, ranking=task_kinds.RankingSettings("regression"))  # as runs/xglue.gin
   return xtreme.FinetuneSettings(tasks=recipes, log_every=1, **kw)
 
 

@@ -534,7 +534,7 @@ def test_experiments_bind_the_official_recipe(experiment, xnli_lr, layers):
     assert (o.learning_rate, o.warmup_steps, o.weight_decay) == (xnli_lr if task == "xnli" else 2e-5, 0, 0.0)
   for task in ("squad", "tydiqa"):
     s = settings.recipe(task)
-    assert (s.epochs, s.batch_size, s.seq_len, s.doc_stride, s.selection) == (3.0, 32, 384, 128, "final")
+    assert (s.epochs, s.batch_size, s.seq_len, s.qa.doc_stride, s.selection) == (3.0, 32, 384, 128, "final")
     assert (s.optimizer.learning_rate, s.optimizer.warmup_steps, s.optimizer.weight_decay) == (3e-5, 500, 1e-4)
   bucc, tatoeba = settings.retrieval("bucc2018"), settings.retrieval("tatoeba")
   assert (bucc.pool, bucc.seq_len, tatoeba.pool, tatoeba.seq_len) == ("cls", 512, "mean", 512)

@@ -5,7 +5,7 @@ also freezes `backbone`, `runs` wiring). `ScalarMix` is ELMo's: `gamma *
 sum_j softmax(w)_j * h_j` over the embeddings and every layer (13 for mBERT
 base). A two-layer bidirectional LSTM (Flax `nn.RNN` of `OptimizedLSTMCell`,
 `hidden` units per direction; default `PAPER_LSTM_HIDDEN`, the paper's d_h =
-768, Gin `xtreme.TaskSettings.lstm_hidden` in runs), trained from scratch,
+768, Gin `task_kinds.FeatureBasedSettings.lstm_hidden` in runs), trained from scratch,
 reads the mix; tagging predicts from its state at each position, sentence /
 document classification from its states max-pooled over the text's
 positions, and the biaffine parser (`models/parser.py`, `lstm_hidden`) reads

@@ -318,7 +318,7 @@ class FeatureBased(Setting):
 
   def kind(self, base, recipe, student=None):
     from xtreme_jax.runs import task_kinds  # lazy: the models
-    return task_kinds.FeatureBased(base, recipe.lstm_hidden)
+    return task_kinds.FeatureBased(base, recipe.feature_based.lstm_hidden)
 
   def check(self, run, tasks):
     from xtreme_jax.runs import task_kinds  # lazy: the models

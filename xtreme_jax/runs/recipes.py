@@ -9,7 +9,6 @@ from typing import Mapping, Optional, Sequence, Union
 
 from xtreme_jax import errors
 from xtreme_jax.evaluation import retrieval
-from xtreme_jax.models.feature_based import PAPER_LSTM_HIDDEN
 from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec, xglue as xglue_registry
 from xtreme_jax.runs import filter_kinds, task_kinds
 from xtreme_jax.training.optim import OptimizerConfig
@@ -32,7 +31,6 @@ FINETUNED = finetuned_models(XTREME)  # XTREME's settings keys
 # Every benchmark's settings (`BenchmarkSpec.settings`; a run allows its benchmark's only).
 SETTINGS = tuple(dict.fromkeys(s for b in BENCHMARKS.values() for s in b.settings))
 SELECTIONS = ("english_dev", "mean_dev", "final")
-RANKING_HEADS = ("classification", "regression")  # WPR: classes over the ratings, or rounded regression
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,42 +38,42 @@ class TaskSettings:
   """The fine-tuning recipe of one task (defaults: the official scripts' XNLI / PAWS-X recipe).
 
   `seq_len` is the maximum length in subword tokens (QA: of one window of the
-  question and the context, windows `doc_stride` tokens apart). `batch_size`
-  is the effective (global) batch; `accum_steps` splits it into micro-batches.
-  `eval_every` (updates between dev evaluations, or "epoch": after every
-  pass over the training windows, as XGLUE's scripts; None: only after the
-  last update) and `selection` choose the parameters that predict the test sets
-  (`english_dev`: best English dev score, as the official scripts;
-  `mean_dev`: best mean over the dev languages on disk, as XGLUE and FILTER;
-  `final`: the last update, as the official QA scripts, which QA models and
-  tasks without dev data always use). See docs/xtreme.md. `ranking_head`:
-  the head of a ranking task (XGLUE WPR), `classification` over the ratings or
-  rounded `regression` (`runs/task_kinds.py`). `generation`: the encoder-decoder,
-  target length and decoding of a generation task (XGLUE QG / NTG). `filter`:
-  FILTER's layers, self-teaching and inference pairs (the FILTER settings).
-  `plateau`: lower the learning rate when the selected dev score stops
-  improving, stop below a floor (`trainer.PlateauSchedule`; the mBERT paper's
-  feature-based recipe); needs a dev selection. `lstm_hidden`: the BiLSTM's
-  units per direction in the feature-based setting (the paper's d_h = 768).
+  question and the context). `batch_size` is the effective (global) batch;
+  `accum_steps` splits it into micro-batches. `eval_every` (updates between
+  dev evaluations, or "epoch": after every pass over the training windows,
+  as XGLUE's scripts; None: only after the last update) and `selection`
+  choose the parameters that predict the test sets (`english_dev`: best
+  English dev score, as the official scripts; `mean_dev`: best mean over the
+  dev languages on disk, as XGLUE and FILTER; `final`: the last update, as
+  the official QA scripts, which QA models and tasks without dev data always
+  use). See docs/xtreme.md. `plateau`: lower the learning rate when the
+  selected dev score stops improving, stop below a floor
+  (`trainer.PlateauSchedule`; the mBERT paper's feature-based recipe); needs
+  a dev selection.
+
+  The parts that one task kind or setting reads (`runs/task_kinds.py`,
+  `runs/filter_kinds.py`): `qa` (windows, answer length), `tagging` (window
+  context), `ranking` (XGLUE WPR's head), `generation` (the encoder-decoder,
+  target length and decoding of XGLUE QG / NTG), `filter` (FILTER's layers,
+  self-teaching and inference pairs) and `feature_based` (the mBERT paper's
+  BiLSTM).
   """
 
   epochs: float = 5.0
   batch_size: int = 32
   accum_steps: int = 1
   seq_len: int = 128
-  doc_stride: int = 128
-  max_query_len: int = 64
-  max_answer_len: int = 30
-  tagging_context: Optional[int] = None  # default: half of seq_len (64 of 128, as Wu & Dredze)
   optimizer: OptimizerConfig = OptimizerConfig(learning_rate=2e-5, warmup_ratio=0.0, warmup_steps=0,
                                               weight_decay=0.0)
   eval_every: Optional[Union[int, str]] = None
   selection: str = "english_dev"
-  ranking_head: str = "classification"
+  plateau: Optional[PlateauSchedule] = None
+  qa: task_kinds.QaSettings = task_kinds.QaSettings()
+  tagging: task_kinds.TaggingSettings = task_kinds.TaggingSettings()
+  ranking: task_kinds.RankingSettings = task_kinds.RankingSettings()
   generation: task_kinds.GenerationSettings = task_kinds.GenerationSettings()
   filter: filter_kinds.FilterSettings = filter_kinds.FilterSettings()
-  plateau: Optional[PlateauSchedule] = None
-  lstm_hidden: int = PAPER_LSTM_HIDDEN
+  feature_based: task_kinds.FeatureBasedSettings = task_kinds.FeatureBasedSettings()
 
   def eval_interval(self, windows: int) -> Optional[int]:
     """Updates between dev evaluations for `windows` training windows ("epoch": one pass, at least 1)."""
@@ -85,21 +83,21 @@ class TaskSettings:
 
   def __post_init__(self):
     v.require(self, "epochs", v.positive, "a number > 0")
-    for name in ("batch_size", "accum_steps", "seq_len", "doc_stride", "max_query_len", "max_answer_len"):
+    for name in ("batch_size", "accum_steps", "seq_len"):
       v.require(self, name, v.positive_int, "a positive integer")
     v.require(self, "batch_size", lambda b: b % self.accum_steps == 0,
               f"a multiple of accum_steps ({self.accum_steps})")
-    v.require(self, "tagging_context", v.optional(v.non_negative_int), "None or an integer >= 0")
     v.require(self, "optimizer", lambda o: isinstance(o, OptimizerConfig), "an optim.OptimizerConfig")
     v.require(self, "eval_every", lambda x: x is None or x == "epoch" or v.positive_int(x),
               "None, a positive integer or 'epoch'")
     v.require(self, "selection", lambda x: x in SELECTIONS, f"one of {SELECTIONS}")
-    v.require(self, "ranking_head", lambda x: x in RANKING_HEADS, f"one of {RANKING_HEADS}")
-    v.require(self, "generation", lambda g: isinstance(g, task_kinds.GenerationSettings),
-              "a task_kinds.GenerationSettings")
-    v.require(self, "filter", lambda f: isinstance(f, filter_kinds.FilterSettings), "a filter_kinds.FilterSettings")
     v.require(self, "plateau", v.optional(lambda p: isinstance(p, PlateauSchedule)), "None or a PlateauSchedule")
-    v.require(self, "lstm_hidden", v.positive_int, "a positive integer")
+    parts = {"qa": task_kinds.QaSettings, "tagging": task_kinds.TaggingSettings, "ranking": task_kinds.RankingSettings,
+             "generation": task_kinds.GenerationSettings, "filter": filter_kinds.FilterSettings,
+             "feature_based": task_kinds.FeatureBasedSettings}
+    for name, part in parts.items():
+      v.require(self, name, lambda x, part=part: isinstance(x, part),
+                f"a {part.__module__.rsplit('.', 1)[-1]}.{part.__name__}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,60 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.registry import TaskSpec
 from xtreme_jax.registry.xtreme import UPOS_TAGS
+from xtreme_jax.training import validation as v
+
+# -- the per-kind parts of a task's recipe (`TaskSettings.qa`, `.tagging`, `.ranking`, `.feature_based`;
+# `GenerationSettings` below) ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class QaSettings:
+  """Span QA's windows and answers: the question cut to `max_query_len` subwords, windows of the question and
+  the context `doc_stride` tokens apart, answers of at most `max_answer_len` tokens (SQuAD's script)."""
+
+  doc_stride: int = 128
+  max_query_len: int = 64
+  max_answer_len: int = 30
+
+  def __post_init__(self):
+    for name in ("doc_stride", "max_query_len", "max_answer_len"):
+      v.require(self, name, v.positive_int, "a positive integer")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaggingSettings:
+  """Tagging's sliding windows: `context` subwords of context on each side of a window's predicted middle
+  (None: half of the recipe's `seq_len`, 64 of 128, as Wu & Dredze)."""
+
+  context: Optional[int] = None
+
+  def __post_init__(self):
+    v.require(self, "context", v.optional(v.non_negative_int), "None or an integer >= 0")
+
+
+RANKING_HEADS = ("classification", "regression")  # WPR: classes over the ratings, or rounded regression
+
+
+@dataclasses.dataclass(frozen=True)
+class RankingSettings:
+  """A ranking task's head (XGLUE WPR): `classification` over the ratings (`Ranking`) or rounded `regression`
+  (`RankingRegression`)."""
+
+  head: str = "classification"
+
+  def __post_init__(self):
+    v.require(self, "head", lambda x: x in RANKING_HEADS, f"one of {RANKING_HEADS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureBasedSettings:
+  """The feature-based setting's BiLSTM (`FeatureBased`): `lstm_hidden` units per direction (the mBERT paper's
+  d_h = 768)."""
+
+  lstm_hidden: int = PAPER_LSTM_HIDDEN
+
+  def __post_init__(self):
+    v.require(self, "lstm_hidden", v.positive_int, "a positive integer")
+
 
 # predict(model keys) -> the model's outputs for every window, in order
 Predict = Callable[[tuple], Any]
@@ -122,7 +176,7 @@ class Ranking(PairClassification):
   The official submission holds one rating per row and is scored with nDCG
   per query group, ties between a query's pages averaged: a classifier's
   argmax gives those integer ratings directly. `RankingRegression` (rounded
-  regression) is the alternative, chosen with `TaskSettings.ranking_head`;
+  regression) is the alternative, chosen with `RankingSettings.head`;
   which is better is a dev-nDCG comparison on the real WPR data.
   Checkpoints are selected on the mean dev nDCG x100 over query groups
   (`metrics.grouped_ndcg`, the scorer's definition; rows carry `group`).
@@ -138,7 +192,7 @@ class Ranking(PairClassification):
 
 class RankingRegression(Ranking):
   """WPR's rating as rounded regression: one real output per pair trained with squared error, rounded to the
-  nearest rating and clipped to the scale for the submission (`TaskSettings.ranking_head='regression'`)."""
+  nearest rating and clipped to the scale for the submission (`RankingSettings(head='regression')`)."""
 
   def model(self, spec, config, settings=None, vocab=None):
     return RatingRegressionModel(config, head=classification_head(config))
@@ -195,7 +249,7 @@ class Tagging(Kind):
 
   def features(self, spec, examples, vocab, settings, training):
     label_map = {t: i for i, t in enumerate(spec.labels)}
-    context = settings.tagging_context if settings.tagging_context is not None else settings.seq_len // 2
+    context = settings.tagging.context if settings.tagging.context is not None else settings.seq_len // 2
     windows, owners = [], []
     for i, ex in enumerate(examples):
       tags = ex["tags"] if training else None
@@ -246,7 +300,7 @@ class SpanQa(Kind):
   def features(self, spec, examples, vocab, settings, training):
     windows, owners = [], []
     for i, ex in enumerate(examples):
-      for w in qa_windows(ex, vocab, settings.seq_len, settings.doc_stride, settings.max_query_len, training):
+      for w in qa_windows(ex, vocab, settings.seq_len, settings.qa.doc_stride, settings.qa.max_query_len, training):
         w["example_weights"] = np.asarray(1.0, np.float32)
         windows.append(w)
         owners.append(i)
@@ -254,7 +308,7 @@ class SpanQa(Kind):
 
   def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
     out = predict(self.predict_keys)
-    return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=settings.max_answer_len)
+    return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=settings.qa.max_answer_len)
 
   def train_accuracy(self, examples, predicted):
     """SQuAD exact match x100 over the questions that have a prediction (`predicted` = {id: answer})."""
@@ -466,7 +520,7 @@ class FeatureBased(Kind):
     return type(base) in (PairClassification, Tagging, TaggingByAccuracy, Parsing)
 
   def __init__(self, base: Kind, hidden: int = PAPER_LSTM_HIDDEN):
-    """`hidden`: the BiLSTM's units per direction (`TaskSettings.lstm_hidden`; the paper's 768)."""
+    """`hidden`: the BiLSTM's units per direction (`FeatureBasedSettings.lstm_hidden`; the paper's 768)."""
     if not self.takes(base):
       raise errors.ConfigError(f"the feature-based setting takes pair-classification, tagging and parsing tasks, "
                                f"not {type(base).__name__}")

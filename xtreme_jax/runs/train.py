@@ -30,7 +30,8 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.training.checkpoints import RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import Trainer, TrainerConfig, format_scores
+from xtreme_jax.training.progress import format_scores
+from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 
 def describe(obj: Any) -> Any:
@@ -140,7 +141,7 @@ def apply_overrides(claim: RunDirectory, optimizer: OptimizerConfig) -> Optimize
 
 def format_summary(summary: dict, run_dir: str, rows: int = 12) -> str:
   """A short table of the logged training metrics, the evaluations and where things are. Losses are the means
-  since the previous log line (`trainer.window_means`: each objective over the steps that trained it)."""
+  since the previous log line (`progress.window_means`: each objective over the steps that trained it)."""
   history = [h for h in summary["history"] if "mean_loss" in h] or summary["history"]  # the logged steps
   stride = max(1, len(history) // rows)
   shown = history[::stride] + ([history[-1]] if history and (len(history) - 1) % stride else [])

@@ -132,7 +132,7 @@ class XtremeRunner:
     the student)."""
     if self.multi_task(task):
       return task_kinds.MultiTask([self.spec(t) for t in self.settings.multi_tasks])
-    if self.spec(task).kind == "ranking" and self.recipe(task).ranking_head == "regression":
+    if self.spec(task).kind == "ranking" and self.recipe(task).ranking.head == "regression":
       base = task_kinds.RankingRegression()
     else:
       base = task_kinds.of(self.spec(task))

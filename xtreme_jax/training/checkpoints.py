@@ -83,8 +83,9 @@ VERSION = "fingerprint_version"  # run_config.json's key for the FINGERPRINT_VER
 # What run fingerprints hold and how: raised whenever that changes (a field added, a path written another way),
 # so that a run directory of another version is refused with one line instead of a list of differing keys.
 # 1: before versioning (no key); 2: every config field, bundled paths package-relative; 3: FILTER temperatures,
-# the feature-based BiLSTM size, WMT14 text folders, the encoder-decoder embedding switches.
-FINGERPRINT_VERSION = 3
+# the feature-based BiLSTM size, WMT14 text folders, the encoder-decoder embedding switches; 4: a task's recipe
+# holds its kind's parts (`TaskSettings.qa`, `.tagging`, `.ranking`, `.feature_based`).
+FINGERPRINT_VERSION = 4
 
 
 def drop_closed_loop_callbacks() -> None:

@@ -51,7 +51,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Optional
 
 import flax.linen as nn
 import jax
@@ -61,10 +61,12 @@ from tqdm.auto import tqdm
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.models.base import Model
 from xtreme_jax.training import locks, partitioning, prefetch, validation as v, writers
+from xtreme_jax.training import programs as compiled_programs
+from xtreme_jax.training.progress import Progress, format_scores, window_means
 from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training import optim
 from xtreme_jax.training.optim import OptimizerConfig
-from xtreme_jax.training.steps import TrainState, eval_step, per_token_means, predict_step, train_step
+from xtreme_jax.training.steps import TrainState, per_token_means
 
 SUMMARY = "summary.json"
 IN_FLIGHT = 2  # training steps the host may dispatch ahead of the device
@@ -191,39 +193,6 @@ def stop_signals(install: bool = True):
       signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-@dataclasses.dataclass
-class _Progress:
-  """What `fit` accumulates: checked step records, evaluations, the steps not fetched yet, a throughput window."""
-
-  start: int
-  history: list = dataclasses.field(default_factory=list)
-  evals: list = dataclasses.field(default_factory=list)
-  earlier: list = dataclasses.field(default_factory=list)  # a resumed run's logged steps before `start`
-  logged: int = 0  # the last step written to the metrics
-  pending: list = dataclasses.field(default_factory=list)  # (step, metrics on the device), oldest first
-  window_start: float = dataclasses.field(default_factory=time.perf_counter)
-  examples: int = 0
-  tokens: int = 0
-  paused: float = 0.0
-
-  @contextlib.contextmanager
-  def pause(self):
-    """Time inside does not count as training time (evaluation, checkpoints)."""
-    t = time.perf_counter()
-    try:
-      yield
-    finally:
-      self.paused += time.perf_counter() - t
-
-  def throughput(self) -> dict:
-    """Examples and tokens per second of training since the last call."""
-    now = time.perf_counter()
-    elapsed = max(now - self.window_start - self.paused, 1e-9)
-    out = {"examples_per_s": self.examples / elapsed, "tokens_per_s": self.tokens / elapsed}
-    self.window_start, self.examples, self.tokens, self.paused = now, 0, 0, 0.0
-    return out
-
-
 class _Fed(NamedTuple):
   """One training batch as the feed hands it over."""
 
@@ -231,131 +200,6 @@ class _Fed(NamedTuple):
   batch: dict  # placed with the data sharding
   tokens: int  # this host's non-pad tokens
   input_state: Any  # the source's input state after it, where a planned checkpoint follows (else None)
-
-
-def window_means(records: Sequence[Mapping[str, float]]) -> dict[str, float]:
-  """`mean_<key>` for `loss` and every `<objective>_loss` over `records` (the steps since the last log line),
-  each weighted by its weight as the step weighted it (`<objective>_weight` where the record has one, else
-  `weight`): one steady value per objective however the batches alternate (VECO's monolingual / bilingual)."""
-  out = {}
-  for key in dict.fromkeys(k for r in records for k in r):
-    if key != "loss" and not key.endswith("_loss"):
-      continue
-    weight_key = key[:-len("loss")] + "weight"
-    pairs = [(r[key], r.get(weight_key, r.get("weight", 1.0))) for r in records if key in r]
-    total = sum(w for _, w in pairs)
-    if total > 0:
-      out[f"mean_{key}"] = sum(value * w for value, w in pairs) / total
-  return out
-
-
-def format_scores(record: Mapping[str, float]) -> str:
-  """An evaluation's scores on one line: every key but `step`, the parts of a key (`key/<part>`, e.g. one per
-  dev language) folded into their lowest and highest; the metrics file keeps each part."""
-  parts: dict[str, list] = {}
-  for key, value in record.items():
-    head, _, part = key.partition("/")
-    if part and head in record:
-      parts.setdefault(head, []).append((value, part))
-  shown = []
-  for key, value in record.items():
-    if key == "step" or "/" in key and key.partition("/")[0] in parts:
-      continue
-    if key in parts:
-      (low, low_part), (high, high_part) = min(parts[key]), max(parts[key])
-      shown.append(f"{key}={value:.4f} (lowest {low_part} {low:.4f}, highest {high_part} {high:.4f} "
-                   f"of {len(parts[key])})")
-    else:
-      shown.append(f"{key}={value:.4f}")
-  return ", ".join(shown)
-
-
-def _shapes(batch: dict) -> tuple:
-  """The batch's (key, shape, dtype) triples: what the compiled programs depend on."""
-  return tuple(sorted((k, np.shape(v), np.dtype(getattr(v, "dtype", None) or np.asarray(v).dtype).str)
-                      for k, v in batch.items()))
-
-
-@dataclasses.dataclass(frozen=True)
-class _Programs:
-  """The optimizer, shardings and jitted functions of one (model, optimizer, mesh, batch shape)."""
-
-  tx: Any
-  param_specs: Any
-  state_specs: TrainState
-  state_shardings: Any
-  abstract_state: TrainState  # shapes, dtypes and shardings: what a checkpoint is restored into
-  init_params: Callable  # (rng, batch) -> fresh parameters
-  start_state: Callable  # (params, rng) -> the step-0 state over `params` (optimizer state built here, once)
-  train_step: Callable
-  eval_step: Callable
-  predict_step: Callable
-
-  @property
-  def abstract_params(self) -> Any:
-    return self.abstract_state.params
-
-
-@functools.lru_cache(maxsize=8)
-def _programs(model: Model, optimizer: OptimizerConfig, accum_steps: int, mesh, rules: tuple,
-              shapes: tuple) -> _Programs:
-  """Traced and jitted once per configuration: Trainers of equal configurations (a resumed run, the models
-  of a benchmark that share an architecture, whatever their number of steps or learning rate: `optimizer` is
-  `optim.structure(...)`, the numbers are data) reuse the compiled steps instead of tracing them again.
-  Shapes come from `jax.eval_shape`: nothing is initialised or compiled here."""
-  batch = {k: jax.ShapeDtypeStruct(shape, np.dtype(dtype)) for k, shape, dtype in shapes}
-  boxed = jax.eval_shape(model.init, jax.random.PRNGKey(0), batch)
-  tx, _ = optim.build_optimizer(optimizer, optim.hyperparameters(optimizer, 1), nn.unbox(boxed))
-  with nn.logical_axis_rules(rules):  # outside the mesh: unboxing must not add constraints here
-    param_specs = partitioning.param_specs(boxed, mesh, rules)
-
-  # The seed's two halves: the parameters' initialisation and the steps' dropout (as one program did before).
-  def init_params(rng, batch) -> Any:
-    return nn.unbox(model.init(jax.random.split(rng)[0], batch))
-
-  def start_state(params, rng) -> TrainState:
-    return TrainState(step=jax.numpy.zeros((), jax.numpy.int32), params=params, opt_state=tx.init(params),
-                      rng=jax.random.split(rng)[1])
-
-  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    state_shapes = jax.eval_shape(start_state, jax.eval_shape(init_params, jax.random.PRNGKey(0), batch),
-                                  jax.random.PRNGKey(0))
-  state_specs = _state_specs(state_shapes, param_specs)
-  state_shardings = partitioning.to_shardings(state_specs, mesh)
-  abstract_state = jax.tree_util.tree_map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                                          state_shapes, state_shardings)
-  data_sharding = partitioning.batch_sharding(mesh, rules)  # a prefix: every feature is split on its batch dim
-  step = functools.partial(train_step, model=model, optimizer=optimizer, accum_steps=accum_steps)
-  return _Programs(
-      tx=tx, param_specs=param_specs, state_specs=state_specs, state_shardings=state_shardings,
-      abstract_state=abstract_state,
-      init_params=jax.jit(init_params, out_shardings=state_shardings.params),
-      start_state=jax.jit(start_state, out_shardings=state_shardings),
-      train_step=jax.jit(step, in_shardings=(state_shardings, data_sharding, None),
-                         out_shardings=(state_shardings, None), donate_argnums=(0,)),
-      eval_step=jax.jit(functools.partial(eval_step, model=model),
-                        in_shardings=(state_shardings.params, data_sharding)),
-      predict_step=jax.jit(functools.partial(predict_step, model=model),
-                           in_shardings=(state_shardings.params, data_sharding)))
-
-
-def _state_specs(shapes: TrainState, param_specs: Any) -> TrainState:
-  """Optimizer moments follow their parameters; scalars are replicated."""
-  from jax.sharding import PartitionSpec as P
-  params_flat = {jax.tree_util.keystr(p): s for p, s in jax.tree_util.tree_leaves_with_path(
-      param_specs, is_leaf=lambda x: isinstance(x, P))}
-  param_shapes = {jax.tree_util.keystr(p): x.shape for p, x in jax.tree_util.tree_leaves_with_path(shapes.params)}
-
-  def opt_spec(path, leaf):
-    # Moments mirror the param tree (under mu / nu, inside multi_transform): take the
-    # longest parameter path the state path ends with, so `['bias']` never shadows
-    # `['classifier']['bias']`.
-    key = jax.tree_util.keystr(path)
-    matches = [p for p in params_flat if key.endswith(p) and param_shapes[p] == leaf.shape]
-    return params_flat[max(matches, key=len)] if matches else P()
-
-  opt_specs = jax.tree_util.tree_map_with_path(opt_spec, shapes.opt_state)
-  return TrainState(step=P(), params=param_specs, opt_state=opt_specs, rng=P())
 
 
 class Trainer:
@@ -391,10 +235,10 @@ class Trainer:
 
   # -- state ---------------------------------------------------------------
 
-  def prepare(self, batch: dict) -> _Programs:
+  def prepare(self, batch: dict) -> compiled_programs.Programs:
     """The shapes, shardings and jitted steps for batches shaped like `batch`; nothing runs or compiles."""
-    programs = _programs(self.model, optim.structure(self.optimizer), self.config.accum_steps,
-                         self.mesh, self.rules, _shapes(batch))
+    programs = compiled_programs.compiled(self.model, optim.structure(self.optimizer), self.config.accum_steps,
+                                          self.mesh, self.rules, compiled_programs.batch_shapes(batch))
     self.hyperparameters = optim.hyperparameters(self.optimizer, self.config.train_steps)
     self.tx, self.param_specs = programs.tx, programs.param_specs
     self.state_specs, self.state_shardings = programs.state_specs, programs.state_shardings
@@ -524,7 +368,7 @@ class Trainer:
       state, position = self.restore_or_init(first, init_params)
       self._restore_input(source, position)
       start = self._resume_step = int(jax.device_get(state.step))
-      progress, bar = _Progress(start), None
+      progress, bar = Progress(start), None
       if start:
         progress.earlier, progress.evals = writers.read_metrics(self.run_dir, start)
       end = start if self.plateau.stopped else cfg.train_steps
@@ -647,7 +491,7 @@ class Trainer:
           f"(mesh {dict(self.mesh.shape)}); use a batch size that is a multiple of {devices} "
           f"(e.g. {-(-size // devices) * devices}) or put fewer devices on the data axes (MESH_SHAPE)")
 
-  def _started(self, progress: _Progress, done: int, metrics: dict, t0: float) -> None:
+  def _started(self, progress: Progress, done: int, metrics: dict, t0: float) -> None:
     """After the first step: check it (this waits for compilation), commit the run directory, say how long it took."""
     progress.history.append(self._check(done, metrics))
     self._commit(progress.start)
@@ -673,14 +517,14 @@ class Trainer:
     return tqdm(total=cfg.train_steps, initial=done - 1, disable=not cfg.progress_bar or jax.process_index() != 0,
                 desc="train", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
 
-  def _push(self, progress: _Progress, done: int, metrics: dict) -> None:
+  def _push(self, progress: Progress, done: int, metrics: dict) -> None:
     """Keep the step's metrics on the device until the next flush; the host stays at most `IN_FLIGHT` steps
     ahead of the device (it waits for a step's end, fetching nothing)."""
     progress.pending.append((done, metrics))
     if len(progress.pending) > IN_FLIGHT:
       jax.block_until_ready(progress.pending[-1 - IN_FLIGHT][1]["loss"])
 
-  def _flush(self, progress: _Progress) -> None:
+  def _flush(self, progress: Progress) -> None:
     """Fetch the pending steps' metrics (one transfer) and check them in order (NaN stops the run here)."""
     if progress.pending:
       fetched = jax.device_get([metrics for _, metrics in progress.pending])
@@ -689,7 +533,7 @@ class Trainer:
       for step, metrics in zip(steps, fetched):
         progress.history.append(self._check(step, metrics))
 
-  def _log_step(self, progress: _Progress, bar) -> None:
+  def _log_step(self, progress: Progress, bar) -> None:
     self._flush(progress)
     record = progress.history[-1]
     if record["step"] > progress.start + 1:  # the first step's time is compilation, not throughput
@@ -701,7 +545,7 @@ class Trainer:
       bar.set_postfix(loss=f"{record.get('mean_loss', record['loss']):.4f}", lr=f"{record['learning_rate']:.2e}",
                       ex_s=f"{record['examples_per_s']:.1f}", tok_s=f"{record['tokens_per_s']:.0f}")
 
-  def _evaluate_at(self, progress: _Progress, step: int, params: Any, eval_source=None, evaluator=None) -> None:
+  def _evaluate_at(self, progress: Progress, step: int, params: Any, eval_source=None, evaluator=None) -> None:
     """Evaluate, log, record in `progress.evals`, and keep the parameters if they are the best so far. The
     initial parameters (`eval_at_start`, step 0) are a baseline: not offered as the best, no plateau step, and
     written to the metrics only once the first step has committed the run directory (`_started`)."""
@@ -813,7 +657,7 @@ class Trainer:
       return None
     return json.loads(fs.read_text(path))
 
-  def _summary(self, progress: _Progress) -> dict:
+  def _summary(self, progress: Progress) -> dict:
     """The whole run's: a resumed run's history holds the logged steps before it resumed (metrics.jsonl)."""
     history = progress.earlier + progress.history
     losses = [h["loss"] for h in history if "loss" in h]
