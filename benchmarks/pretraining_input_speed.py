@@ -127,24 +127,24 @@ def _register(streams: dict) -> tuple[dict, dict]:
 
 def _state_at(source, position: int, lengths: dict) -> dict:
   """The input state before batch `position`, each stream read to its cursor modulo its length (module docstring)."""
-  from xtreme_jax.data import pretraining_streams as ps
+  from xtreme_jax.data import stream_state as ss
   cursors = source.cursors(position)
   streams = {}
   for key, cursor in cursors.items():
     bilingual = "-" in key
     task = (source.bi_tasks if bilingual else source.mono_tasks)[key]
-    stream = ps._Stream(task.name, source._dataset(task, bilingual, 0, 0, 1, ps.READ_CHUNK), 0,
-                        source._prepare_bi if bilingual else source._prepare_mono, source.max_lookahead)
+    stream = ss.Stream(task.name, source._dataset(task, bilingual, 0, 0, 1, ss.READ_CHUNK), 0,
+                       source._prepare_bi if bilingual else source._prepare_mono, source.max_lookahead)
     ahead = cursor % lengths[key]
-    while ahead >= ps.READ_CHUNK:  # whole chunks: fetched and dropped, never tokenized
+    while ahead >= ss.READ_CHUNK:  # whole chunks: fetched and dropped, never tokenized
       next(stream.iterator)
-      ahead -= ps.READ_CHUNK
+      ahead -= ss.READ_CHUNK
     stream._read_chunk()
     for _ in range(ahead):
       stream.pending.popleft()
     stream.cursor = cursor
-    streams[key] = {**stream.state(), "chunk": ps.READ_CHUNK}
-  return json.loads(json.dumps({"format": ps.STATE_FORMAT, "position": position, "host": [0, 1],
+    streams[key] = {**stream.state(), "chunk": ss.READ_CHUNK}
+  return json.loads(json.dumps({"format": ss.STATE_FORMAT, "position": position, "host": [0, 1],
                                 "data": source.data_fingerprint(1), "cursors": cursors, "streams": streams}))
 
 

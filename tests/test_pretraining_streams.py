@@ -12,7 +12,7 @@ from test_pretraining_corpora import WordVocab, _unmask, _write
 import xtreme_tasks.pretraining as pt
 from xtreme_jax.data import paths
 from xtreme_jax.data import pretraining_corpora as pc
-from xtreme_jax.data import pretraining_streams as ps
+from xtreme_jax.data import pretraining_streams as ps, stream_state
 
 TIER = "integration"  # conftest.py: this file's tier
 
@@ -462,7 +462,7 @@ def test_documents_are_streamed_not_loaded(tmp_path, registered, monkeypatch):
     src.batch(p)
   assert src._state["cursors"] == {"en": 24}
   assert len(read) < 5_000  # a prefetch's worth, not the corpus
-  assert all(len(s.pending) <= ps.READ_CHUNK + src.max_lookahead for s in src._state["streams"].values())
+  assert all(len(s.pending) <= stream_state.READ_CHUNK + src.max_lookahead for s in src._state["streams"].values())
 
 
 def test_flips_and_skipped_documents(tmp_path, registered):

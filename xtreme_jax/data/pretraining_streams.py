@@ -76,19 +76,14 @@ look-ahead buffer of skipped documents; no list of documents is ever built.
 
 from __future__ import annotations
 
-import base64
-import collections
 import dataclasses
 import functools
 import importlib
-import logging
-import uuid
-import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from xtreme_jax import errors, nested
+from xtreme_jax import errors
 from xtreme_jax.data.pretraining_corpora import (
   VECO_ALPHA,
   PairFeatures,
@@ -98,163 +93,19 @@ from xtreme_jax.data.pretraining_corpora import (
   segment_document,
 )
 from xtreme_jax.data.sources import IndexedSource, stack
-
-
-READ_CHUNK = 64  # examples fetched from tf.data at a time (read ahead of the cursor, bounded)
-STATE_FORMAT = 1  # version of the `input_state` dict
-
-
-def stream_options():
-  """The tf.data options of every checkpointed stream: deterministic; a save that would be wrong fails (external
-  state); no autotuning: a stream reads one small chunk at a time, and on a busy CPU every read waited on the
-  autotuner's background thread (a streamed test: 21 s against 5 s without it). Iterators saved with autotuning
-  on restore into these pipelines."""
-  import tensorflow as tf
-  options = tf.data.Options()
-  options.deterministic = True
-  options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.FAIL
-  options.autotune.enabled = False
-  return options
-
-
-def _b64(data: bytes) -> str:
-  return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-  return base64.b64decode(text.encode("ascii"), validate=True)
-
-
-def save_iterator(iterator) -> dict[str, str]:
-  """The checkpoint of a tf.data iterator as {file suffix: base64 bytes} (written to TF's in-memory file system)."""
-  import tensorflow as tf
-  prefix = f"ram://xtreme_jax_iterators/{uuid.uuid4().hex}/iterator"
-  tf.train.Checkpoint(iterator=iterator).write(prefix)
-  files = tf.io.gfile.glob(prefix + "*")
-  try:
-    return {f[len(prefix):]: _b64(tf.io.gfile.GFile(f, "rb").read()) for f in files}
-  finally:
-    for f in files:
-      tf.io.gfile.remove(f)
-
-
-def restore_iterator(iterator, saved: Mapping[str, str]) -> None:
-  """Restores `iterator` (of the same pipeline) from `save_iterator`'s output."""
-  import tensorflow as tf
-  prefix = f"ram://xtreme_jax_iterators/{uuid.uuid4().hex}/iterator"
-  try:
-    for suffix, data in saved.items():
-      with tf.io.gfile.GFile(prefix + suffix, "wb") as f:
-        f.write(_unb64(data))
-    tf.train.Checkpoint(iterator=iterator).read(prefix).assert_consumed()
-  finally:
-    for f in tf.io.gfile.glob(prefix + "*"):
-      tf.io.gfile.remove(f)
-
-
-def check_input_state(state: Mapping, fingerprint: Mapping, position: int, host_index: int, host_count: int) -> None:
-  """A saved input state fits this run: the same data fingerprint and hosts (ConfigError naming what changed)
-  and the train state's batch `position` (DataError)."""
-  diffs = nested.differing_keys(state["data"], fingerprint)
-  if list(state["host"]) != [host_index, host_count]:
-    diffs["host"] = (f"{state['host'][0]} of {state['host'][1]}", f"{host_index} of {host_count}")
-  if diffs:
-    raise errors.ConfigError(
-        "the checkpoint's input state was written for other data or settings: " + nested.describe(diffs) +
-        ". Resume with the data, settings and number of hosts of that run, or start a new RUN_DIR")
-  if state["position"] != position:
-    raise errors.DataError(f"the input state is of batch {state['position']}, the train state of batch {position}")
-
-
-class _Stream:
-  """Examples of one task from document `cursor` on (cycling), prepared lazily; see the module docstring.
-
-  `pending` holds the examples read from tf.data and not consumed yet (the
-  rest of the last chunk, the look-ahead included), `ready` the prepared
-  forms of its first ones. `skip` is the `dataset.skip` its pipeline was built
-  with: a saved iterator restores only into the same pipeline. `state()` is
-  what a checkpoint keeps of it.
-  """
-
-  def __init__(self, name: str, dataset, cursor: int, prepare: Callable, max_lookahead: int,
-               pending: Sequence[dict] = (), iterator_state: Mapping[str, str] | None = None, skip: int = 0):
-    self.name, self.cursor, self.max_lookahead = name, cursor, max_lookahead
-    # A source's bound method is held weakly: the source owns its streams, and a cycle back to it would leave
-    # the tf.data iterator to the garbage collector, whose teardown of it can stall a later trace for seconds.
-    self._prepare = weakref.WeakMethod(prepare) if hasattr(prepare, "__self__") else lambda: prepare
-    self.skip = skip
-    self.iterator = iter(dataset)
-    if iterator_state is not None:
-      restore_iterator(self.iterator, iterator_state)
-    self.pending: collections.deque = collections.deque(pending)  # raw examples cursor, cursor + 1, ...
-    self.ready: collections.deque = collections.deque()  # prepared forms of pending[0], pending[1], ...
-    self.checkpointable = True
-
-  @property
-  def prepare(self) -> Callable:
-    return self._prepare()
-
-  def _read_chunk(self) -> None:
-    try:
-      chunk = next(self.iterator)
-    except StopIteration:
-      raise errors.DataError(f"seqio task {self.name!r} yields no examples") from None
-    chunk = {k: v.numpy() for k, v in chunk.items()}
-    self.pending.extend({k: v[i] for k, v in chunk.items()} for i in range(len(next(iter(chunk.values())))))
-
-  def peek(self):
-    """The prepared example at the cursor, not consumed (for a `prepare` that never gives None)."""
-    if not self.ready:
-      if not self.pending:
-        self._read_chunk()
-      self.ready.append(self.prepare(self.pending[0]))
-    return self.ready[0]
-
-  def take(self):
-    """The prepared example at the cursor (or the first usable one after it); advances the cursor by one."""
-    i = 0
-    while True:
-      while i >= len(self.ready):
-        if len(self.ready) == len(self.pending):
-          self._read_chunk()
-        self.ready.append(self.prepare(self.pending[len(self.ready)]))
-      if self.ready[i] is not None:
-        item = self.ready[i]
-        break
-      i += 1
-      if i > self.max_lookahead:
-        raise errors.DataError(f"seqio task {self.name!r}: {i} consecutive examples from example {self.cursor} "
-                               "on give no usable pair (too short after tokenization)")
-    self.pending.popleft()
-    self.ready.popleft()
-    self.cursor += 1
-    return item
-
-  def state(self) -> dict:
-    """{"cursor", "pending" (raw examples, base64), "iterator" (tf.data checkpoint, or None if impossible)}."""
-    iterator = None
-    if self.checkpointable:
-      try:
-        iterator = save_iterator(self.iterator)
-      except Exception as e:  # noqa: BLE001 - e.g. a Python generator or py_function in the pipeline
-        self.checkpointable = False
-        logging.warning("the tf.data pipeline of seqio task %r cannot be checkpointed (%s); a resumed run re-reads "
-                        "its first %d examples", self.name, str(e).splitlines()[0][:160] if str(e) else e,
-                        self.cursor)
-    if iterator is None:
-      return {"cursor": self.cursor, "pending": [], "iterator": None}
-    return {"cursor": self.cursor, "iterator": iterator, "skip": self.skip,
-            "pending": [{k: _b64(bytes(v)) for k, v in ex.items()} for ex in self.pending]}
+from xtreme_jax.data.stream_state import READ_CHUNK, Stream, StreamedSource, describe_source, stream_options
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class SeqioPairSource(PairFeatures):
+class SeqioPairSource(StreamedSource, PairFeatures):
   """VecoPairSource's batches streamed from seqio tasks; see the module docstring.
 
   `vocabulary`: a path (relative to `data_dir` unless absolute) or a vocabulary
   object. `task_modules` are imported before the tasks are looked up (they
   register them). `counts` optionally overrides n per language (pair).
   """
+
+  state_keys = ("cursors", "streams")  # `StreamedSource`
 
   vocabulary: Any
   monolingual_tasks: Any = ()
@@ -414,10 +265,9 @@ class SeqioPairSource(PairFeatures):
 
   # -- streams ---------------------------------------------------------------
 
-  @functools.cached_property
-  def _state(self) -> dict:
-    """host, position (of the next batch), cursors, open streams, saved stream states not re-opened yet, last batch."""
-    return {"host": None, "position": None, "cursors": {}, "streams": {}, "saved": {}, "last": None}
+  def _initial_state(self) -> dict:
+    """cursors, open streams, saved stream states not re-opened yet (`StreamedSource._state`)."""
+    return {"cursors": {}, "streams": {}, "saved": {}}
 
   def _prepare_mono(self, example: dict):
     text = example["text"]
@@ -446,21 +296,14 @@ class SeqioPairSource(PairFeatures):
     # Read in chunks (tf.data's per-element overhead dominates otherwise); rows still consume one at a time.
     return ds.batch(chunk).prefetch(1).with_options(stream_options())
 
-  def _open(self, key: str, bilingual: bool, host_index: int, host_count: int) -> _Stream:
+  def _open(self, key: str, bilingual: bool, host_index: int, host_count: int) -> Stream:
     """The stream of `key` at its cursor: restored from its saved state if there is one, else by skipping."""
     st = self._state
     task = (self.bi_tasks if bilingual else self.mono_tasks)[key]
-    prepare = self._prepare_bi if bilingual else self._prepare_mono
-    saved = st["saved"].pop(key, None)
-    if saved is not None and saved["iterator"] is not None:
-      pending = [{k: _unb64(v) for k, v in ex.items()} for ex in saved["pending"]]
-      skip = int(saved.get("skip", 0))  # the pipeline the iterator was saved from (states before `skip`: 0)
-      dataset = self._dataset(task, bilingual, skip, host_index, host_count, saved.get("chunk", READ_CHUNK))
-      return _Stream(task.name, dataset, saved["cursor"], prepare, self.max_lookahead, pending, saved["iterator"],
-                     skip)
-    cursor = st["cursors"].get(key, 0)
-    return _Stream(task.name, self._dataset(task, bilingual, cursor, host_index, host_count, READ_CHUNK), cursor,
-                   prepare, self.max_lookahead, skip=cursor)
+    dataset = lambda skip, chunk: self._dataset(task, bilingual, skip, host_index, host_count, chunk)  # noqa: E731
+    return Stream.opened(task.name, dataset, st["cursors"].get(key, 0),
+                         self._prepare_bi if bilingual else self._prepare_mono, self.max_lookahead,
+                         st["saved"].pop(key, None))
 
   def _seek(self, position: int, host_index: int, host_count: int) -> None:
     """Sets every cursor to its value before batch `position` (replaying draws); streams at another cursor close."""
@@ -481,35 +324,22 @@ class SeqioPairSource(PairFeatures):
     """What a saved input state belongs to: the tasks (source, size), the sampling settings, the number of hosts."""
     streams = {}
     for key, task in (*self.mono_tasks.items(), *self.bi_tasks.items()):
-      streams[key] = {"task": task.name, "source": _describe_source(task.source),
+      streams[key] = {"task": task.name, "source": describe_source(task.source),
                       "examples": self.example_counts[key]}
     return {"streams": streams, "split": self.split, "hosts": host_count, "batch_size": self.batch_size,
             "seed": self.seed, "alpha": self.alpha, "segment_len": self.segment_len,
             "mask_probs": [self.mono_mask_prob, self.bi_mask_prob], "flip_prob": self.flip_prob,
             "max_lookahead": self.max_lookahead}
 
-  def input_state(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    """This host's input state before batch `position` (JSON-serialisable); `restore_input_state` takes it."""
+  def _stream_state(self, position: int, host_index: int, host_count: int) -> dict:
     st = self._state
-    if st["host"] != (host_index, host_count) or st["position"] != position:
-      self._seek(position, host_index, host_count)
     streams = {k: dict(v) for k, v in st["saved"].items()}
     streams.update({k: {**s.state(), "chunk": READ_CHUNK} for k, s in st["streams"].items()})
-    return {"format": STATE_FORMAT, "position": position, "host": [host_index, host_count],
-            "data": self.data_fingerprint(host_count), "cursors": dict(st["cursors"]), "streams": streams}
+    return {"cursors": dict(st["cursors"]), "streams": streams}
 
-  def restore_input_state(self, state: Mapping, position: int, host_index: int = 0, host_count: int = 1) -> None:
-    """Continue from `input_state(position, ...)` of an earlier run: the next `batch(position)` reads on from it.
-
-    ConfigError (naming what changed) if the state was written for other
-    data, settings or hosts; DataError if it is not an input state of this
-    version or not of `position`.
-    """
-    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
-      raise errors.DataError(f"not a SeqioPairSource input state of format {STATE_FORMAT}")
-    check_input_state(state, self.data_fingerprint(host_count), position, host_index, host_count)
-    self._state.update(host=(host_index, host_count), position=position, cursors=dict(state["cursors"]),
-                       streams={}, saved={k: dict(v) for k, v in state["streams"].items()}, last=None)
+  def _restored(self, state: Mapping) -> dict:
+    return {"cursors": dict(state["cursors"]), "streams": {},
+            "saved": {k: dict(v) for k, v in state["streams"].items()}}
 
   def shape_batch(self, host_index: int = 0, host_count: int = 1) -> dict:
     """A batch with the shapes and dtypes of every batch (arbitrary values); reads no data."""
@@ -518,15 +348,9 @@ class SeqioPairSource(PairFeatures):
     return stack([self.pair_features([v.cls_id], [v.cls_id], 0, 0, False, rng)
                   for _ in self._rows(host_index, host_count)])
 
-  def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    """This host's rows of global batch `position`; equal to what an uninterrupted run gives."""
+  def _build_batch(self, position: int, host_index: int, host_count: int) -> dict:
     st = self._state
     rows = self._rows(host_index, host_count)
-    if st["last"] is not None and st["last"][0] == (position, host_index, host_count):
-      return dict(st["last"][1])
-    if st["host"] != (host_index, host_count) or st["position"] != position:
-      self._seek(position, host_index, host_count)
-    st["position"] = None  # until the batch is complete: a failed batch makes the next call re-seek
     bilingual = self.is_bilingual_batch(position)
     keys = self.row_languages(position)
     lang_ids = {l: i for i, l in enumerate(self.languages_index)}
@@ -548,28 +372,8 @@ class SeqioPairSource(PairFeatures):
           x, y = y, x
         x_lang = y_lang = key
       out.append(self.pair_features(x, y, lang_ids[x_lang], lang_ids[y_lang], bilingual, rng))
-    result = stack(out)
-    st["position"] = position + 1
-    st["last"] = ((position, host_index, host_count), result)
-    return dict(result)
+    return stack(out)
 
   def close(self) -> None:
     """Drops the open streams (they re-open where they were on the next `batch`, by skipping)."""
     self._state.update(streams={}, last=None)
-
-
-def _describe_source(source) -> Any:
-  """A seqio data source's identity: its TFDS name and version, its files, or its repr."""
-  tfds_dataset = getattr(source, "tfds_dataset", None)
-  if tfds_dataset is not None:
-    return str(getattr(tfds_dataset, "name", tfds_dataset))
-  for files in ("files", "path"):  # xtreme_tasks.pretraining's file sources
-    method = getattr(source, files, None)
-    if callable(method):
-      try:
-        return [str(f) for f in method()]
-      except Exception:  # noqa: BLE001 - e.g. the file is gone: described by its repr below
-        break
-  if type(source).__repr__ is not object.__repr__:
-    return repr(source)
-  return type(source).__name__

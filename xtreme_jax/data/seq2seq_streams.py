@@ -28,8 +28,7 @@ document) with `shuffle=False`, repeated, and batch p takes the next
 p * rows examples before batch p. The noise is drawn from `seed` (seqio's
 per-example seeds), so a run is reproducible.
 
-Resume (as `pretraining_streams.SeqioPairSource`, whose stream and iterator
-helpers this module uses): `input_state` holds the cursor, the examples read
+Resume (`stream_state.StreamedSource`, as `pretraining_streams.SeqioPairSource`): `input_state` holds the cursor, the examples read
 but not consumed, the tf.data iterator's checkpoint and the `skip` its
 pipeline was built with (an iterator only restores into the same pipeline);
 `restore_input_state` restores the iterator instead of re-reading.
@@ -49,11 +48,9 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data.pretraining_streams import (READ_CHUNK, _describe_source, _Stream, _unb64, check_input_state,
-                                                 stream_options)
 from xtreme_jax.data.sources import IndexedSource, stack
+from xtreme_jax.data.stream_state import READ_CHUNK, Stream, StreamedSource, describe_source, stream_options
 
-STATE_FORMAT = 1  # version of the `input_state` dict
 OBJECTIVES = ("xdae", "xfnp")
 XFNP_TARGET_FEATURES = ("targets", "target_positions", "target_offsets", "decoder_inputs")
 # objective -> the task features it reads (the first is the source side, the rest the target side)
@@ -62,7 +59,7 @@ _ID_FEATURES = ("inputs", "targets", "decoder_inputs")  # padded with the pad id
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class SeqioSeq2SeqSource:
+class SeqioSeq2SeqSource(StreamedSource):
   """Fixed-shape xDAE / xFNP batches from the seqio task or mixture `task`; see the module docstring.
 
   `objective`: 'xdae' or 'xfnp' (None: 'xfnp' if the task has xFNP's
@@ -75,6 +72,8 @@ class SeqioSeq2SeqSource:
   bundled sample's) refuse one. `task_modules` are imported first (they
   register the tasks).
   """
+
+  state_keys = ("stream",)  # `StreamedSource`
 
   task: str
   objective: Optional[str] = None
@@ -231,26 +230,21 @@ class SeqioSeq2SeqSource:
       row.update({k: ids(k) for k in XFNP_TARGET_FEATURES[1:]})
     return row
 
-  @functools.cached_property
-  def _state(self) -> dict:
-    """host, position (of the next batch), the open stream, a saved stream state not re-opened yet, last batch."""
-    return {"host": None, "position": None, "stream": None, "saved": None, "last": None}
+  def _initial_state(self) -> dict:
+    """the open stream, a saved stream state not re-opened yet (`StreamedSource._state`)."""
+    return {"stream": None, "saved": None}
 
-  def _open(self, cursor: int, host_index: int, host_count: int) -> _Stream:
+  def _open(self, cursor: int, host_index: int, host_count: int) -> Stream:
     """The stream at `cursor`: restored from the saved state if it is at `cursor`, else by skipping.
 
     `stream.skip` is the `dataset.skip` its pipeline was built with: a saved
     iterator only restores into the same pipeline, so the state records it.
     """
     saved, self._state["saved"] = self._state["saved"], None
-    if saved is not None and saved["cursor"] == cursor and saved["iterator"] is not None:
-      pending = [{k: np.frombuffer(_unb64(v), np.int32) for k, v in ex.items()} for ex in saved["pending"]]
-      skip = int(saved.get("skip", 0))
-      dataset = self._dataset(skip, host_index, host_count, saved.get("chunk", READ_CHUNK))
-      return _Stream(self.seqio_task.name, dataset, cursor, self._prepare, self.max_lookahead, pending,
-                     saved["iterator"], skip)
-    return _Stream(self.seqio_task.name, self._dataset(cursor, host_index, host_count, READ_CHUNK), cursor,
-                   self._prepare, self.max_lookahead, skip=cursor)
+    dataset = lambda skip, chunk: self._dataset(skip, host_index, host_count, chunk)  # noqa: E731
+    return Stream.opened(self.seqio_task.name, dataset, cursor, self._prepare, self.max_lookahead,
+                         saved if saved is not None and saved["cursor"] == cursor else None,
+                         lambda data: np.frombuffer(data, np.int32))
 
   def _seek(self, position: int, host_index: int, host_count: int) -> None:
     """Positions the source before batch `position`; an open stream elsewhere closes (re-opens by skipping)."""
@@ -272,38 +266,21 @@ class SeqioSeq2SeqSource:
     members = {}
     for task in self.members:
       rate = mixture.get_rate(task) if hasattr(mixture, "get_rate") else 1.0
-      members[task.name] = {"source": _describe_source(task.source), "rate": float(rate)}
+      members[task.name] = {"source": describe_source(task.source), "rate": float(rate)}
     return {"task": mixture.name, "members": members, "objective": self.layout, "vocabulary": repr(self.vocab),
             "split": self.split, "hosts": host_count, "batch_size": self.batch_size, "seed": self.seed,
             "source_len": self.source_len, "target_len": self.target_len, "max_lookahead": self.max_lookahead}
 
-  def input_state(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    """This host's input state before batch `position` (JSON-serialisable); `restore_input_state` takes it."""
+  def _stream_state(self, position: int, host_index: int, host_count: int) -> dict:
     st = self._state
-    if st["host"] != (host_index, host_count) or st["position"] != position:
-      self._seek(position, host_index, host_count)
-    cursor = position * len(self._rows(host_index, host_count))
     if st["stream"] is not None:
-      stream = {**st["stream"].state(), "chunk": READ_CHUNK, "skip": st["stream"].skip}
-    elif st["saved"] is not None:
-      stream = dict(st["saved"])
-    else:
-      stream = {"cursor": cursor, "pending": [], "iterator": None}
-    return {"format": STATE_FORMAT, "position": position, "host": [host_index, host_count],
-            "data": self.data_fingerprint(host_count), "stream": stream}
+      return {"stream": {**st["stream"].state(), "chunk": READ_CHUNK, "skip": st["stream"].skip}}
+    if st["saved"] is not None:
+      return {"stream": dict(st["saved"])}
+    return {"stream": {"cursor": position * len(self._rows(host_index, host_count)), "pending": [], "iterator": None}}
 
-  def restore_input_state(self, state: Mapping, position: int, host_index: int = 0, host_count: int = 1) -> None:
-    """Continue from `input_state(position, ...)` of an earlier run: the next `batch(position)` reads on from it.
-
-    ConfigError (naming what changed) if the state was written for other
-    data, settings or hosts; DataError if it is not an input state of this
-    source or not of `position`.
-    """
-    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT or "stream" not in state:
-      raise errors.DataError(f"not a SeqioSeq2SeqSource input state of format {STATE_FORMAT}")
-    check_input_state(state, self.data_fingerprint(host_count), position, host_index, host_count)
-    self._state.update(host=(host_index, host_count), position=position, stream=None, saved=dict(state["stream"]),
-                       last=None)
+  def _restored(self, state: Mapping) -> dict:
+    return {"stream": None, "saved": dict(state["stream"])}
 
   def shape_batch(self, host_index: int = 0, host_count: int = 1) -> dict:
     """A batch with the shapes and dtypes of every batch (padding only); reads no data."""
@@ -311,19 +288,11 @@ class SeqioSeq2SeqSource:
     row = self._prepare({**empty, "lengths": np.ones(len(empty), np.int32)})
     return stack([row for _ in self._rows(host_index, host_count)])
 
-  def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    """This host's rows of global batch `position`; equal to what an uninterrupted run gives."""
+  def _build_batch(self, position: int, host_index: int, host_count: int) -> dict:
     st = self._state
-    if st["last"] is not None and st["last"][0] == (position, host_index, host_count):
-      return dict(st["last"][1])
-    if st["host"] != (host_index, host_count) or st["position"] != position:
-      self._seek(position, host_index, host_count)
-    st["position"] = None  # until the batch is complete: a failed batch makes the next call re-seek
     if st["stream"] is None:
       st["stream"] = self._open(position * len(self._rows(host_index, host_count)), host_index, host_count)
-    result = stack([st["stream"].take() for _ in self._rows(host_index, host_count)])
-    st.update(position=position + 1, last=((position, host_index, host_count), result))
-    return dict(result)
+    return stack([st["stream"].take() for _ in self._rows(host_index, host_count)])
 
   def close(self) -> None:
     """Drops the open stream (it re-opens where it was on the next `batch`, by skipping)."""

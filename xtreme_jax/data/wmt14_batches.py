@@ -33,11 +33,10 @@ import numpy as np
 from xtreme_jax import errors
 from xtreme_jax.data import paths, wmt14
 from xtreme_jax.data.packing import next_row
-from xtreme_jax.data.pretraining_streams import READ_CHUNK, _Stream, _unb64, check_input_state, stream_options
 from xtreme_jax.data.sources import IndexedSource, stack
+from xtreme_jax.data.stream_state import Stream, StreamedSource, stream_options
 from xtreme_jax.data.vocabularies import load_vocabulary
 
-STATE_FORMAT = 1  # version of the `input_state` dict
 MODEL_KEYS = ("input_ids", "input_mask", "targets", "target_mask", "decoder_start", "input_segments",
               "input_positions", "target_segments", "target_positions")
 
@@ -51,9 +50,11 @@ def encode_pair(vocab, source: str, target: str, source_len: int, target_len: in
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class WmtStream:
+class WmtStream(StreamedSource):
   """Packed WMT14 training rows of `direction` ('en_de' | 'en_fr'), tokenized by `vocabulary`; see the module
   docstring. `rows` is the global batch size in rows (a multiple of the number of hosts)."""
+
+  state_keys = ("stream",)  # `StreamedSource`
 
   direction: str
   vocabulary: str
@@ -95,7 +96,7 @@ class WmtStream:
 
   # -- the stream ----------------------------------------------------------------
 
-  def _dataset(self, skip: int, host_index: int, host_count: int):
+  def _dataset(self, skip: int, host_index: int, host_count: int, chunk: int):
     """This host's shard of the pairs, shuffled per epoch, repeated, from pair `skip` on, in chunks."""
     ds = wmt14.dataset(self.direction, self.split, self.data_dir, text_dir=self.text_dir)
     if self.limit is not None:
@@ -105,28 +106,22 @@ class WmtStream:
     ds = ds.shuffle(self.shuffle_buffer, seed=self.seed, reshuffle_each_iteration=True).repeat()
     if skip:
       ds = ds.skip(skip)
-    return ds.batch(READ_CHUNK).prefetch(1).with_options(stream_options())
+    return ds.batch(chunk).prefetch(1).with_options(stream_options())
 
   def _prepare(self, example: dict) -> tuple[list, list]:
     return encode_pair(self.vocab, bytes(example["source"]).decode("utf-8"),
                        bytes(example["target"]).decode("utf-8"), self.source_len, self.target_len)
 
-  def _open(self, cursor: int, host_index: int, host_count: int, saved: Optional[Mapping] = None) -> _Stream:
+  def _open(self, cursor: int, host_index: int, host_count: int, saved: Optional[Mapping] = None) -> Stream:
     """The stream at pair `cursor`: from a saved state (its iterator restored), else by skipping `cursor`."""
-    name = wmt14.tfds_name(self.direction)
-    if saved is not None and saved.get("iterator") is not None:
-      pending = [{k: _unb64(v) for k, v in ex.items()} for ex in saved["pending"]]
-      skip = int(saved.get("skip", 0))
-      return _Stream(name, self._dataset(skip, host_index, host_count), int(saved["cursor"]), self._prepare, 0,
-                     pending, saved["iterator"], skip)
-    return _Stream(name, self._dataset(cursor, host_index, host_count), cursor, self._prepare, 0, skip=cursor)
+    dataset = lambda skip, chunk: self._dataset(skip, host_index, host_count, chunk)  # noqa: E731
+    return Stream.opened(wmt14.tfds_name(self.direction), dataset, cursor, self._prepare, 0, saved)
 
-  @functools.cached_property
-  def _state(self) -> dict:
-    """host, position (of the next batch), the open stream, a restored state not opened yet, the last batch."""
-    return {"host": None, "position": None, "stream": None, "saved": None, "last": None}
+  def _initial_state(self) -> dict:
+    """the open stream, a restored state not opened yet (`StreamedSource._state`)."""
+    return {"stream": None, "saved": None}
 
-  def _row(self, stream: _Stream) -> dict:
+  def _row(self, stream: Stream) -> dict:
     row = next_row(stream, self.source_len, self.target_len, self.vocab.pad_id)
     row["decoder_start"] = np.asarray(self.vocab.bos_id, np.int32)
     return row
@@ -146,6 +141,8 @@ class WmtStream:
       self._row(st["stream"])
     st["position"] = position
 
+  _at = _seek  # `StreamedSource`: `_seek` itself keeps a stream (or a restored state) already before `position`
+
   # -- the trainer's interface -------------------------------------------------------
 
   def data_fingerprint(self, host_count: int = 1) -> dict:
@@ -156,27 +153,15 @@ class WmtStream:
             "rows": self.rows, "limit": self.limit, "shuffle_buffer": self.shuffle_buffer, "seed": self.seed,
             "hosts": host_count}
 
-  def input_state(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    """This host's input state before batch `position` (JSON-serialisable); `restore_input_state` takes it."""
-    self._seek(position, host_index, host_count)
+  def _stream_state(self, position: int, host_index: int, host_count: int) -> dict:
     st = self._state
-    if st["stream"] is not None:
-      stream = st["stream"].state()
-    else:
-      stream = dict(st["saved"])
-    return {"format": STATE_FORMAT, "position": position, "host": [host_index, host_count],
-            "data": self.data_fingerprint(host_count), "stream": stream}
+    return {"stream": st["stream"].state() if st["stream"] is not None else dict(st["saved"])}
 
-  def restore_input_state(self, state: Mapping, position: int, host_index: int = 0, host_count: int = 1) -> None:
-    """Continue from `input_state(position, ...)` of an earlier run (ConfigError naming what changed if it was
-    written for other data, settings or hosts)."""
-    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT or "stream" not in state:
-      raise errors.DataError(f"not a WmtStream input state of format {STATE_FORMAT}")
-    check_input_state(state, self.data_fingerprint(host_count), position, host_index, host_count)
+  def _restored(self, state: Mapping) -> dict:
     saved = dict(state["stream"])
     if saved.get("iterator") is None:  # the pipeline could not be saved: skip to its cursor
       saved = {"cursor": int(saved["cursor"]), "iterator": None}
-    self._state.update(host=(host_index, host_count), position=position, stream=None, saved=saved, last=None)
+    return {"stream": None, "saved": saved}
 
   def shape_batch(self, host_index: int = 0, host_count: int = 1) -> dict:
     """A batch with the shapes and dtypes of every batch; reads no data."""
@@ -186,19 +171,12 @@ class WmtStream:
     row["decoder_start"] = np.asarray(self.vocab.bos_id, np.int32)
     return stack([row for _ in self._rows(host_index, host_count)])
 
-  def batch(self, position: int, host_index: int = 0, host_count: int = 1) -> dict:
-    """This host's rows of global batch `position`; equal to what an uninterrupted run gives."""
+  def _build_batch(self, position: int, host_index: int, host_count: int) -> dict:
     st = self._state
-    if st["last"] is not None and st["last"][0] == (position, host_index, host_count):
-      return dict(st["last"][1])
-    self._seek(position, host_index, host_count)
-    st["position"] = None  # until the batch is complete: a failed batch makes the next call replay
     if st["stream"] is None:
       saved, st["saved"] = st["saved"], None
       st["stream"] = self._open(int(saved["cursor"]), host_index, host_count, saved)
-    result = stack([self._row(st["stream"]) for _ in self._rows(host_index, host_count)])
-    st.update(position=position + 1, last=((position, host_index, host_count), result))
-    return dict(result)
+    return stack([self._row(st["stream"]) for _ in self._rows(host_index, host_count)])
 
   def close(self) -> None:
     """Drops the open stream (the next `batch` re-opens it at its cursor, by skipping)."""
