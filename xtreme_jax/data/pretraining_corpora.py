@@ -329,14 +329,23 @@ def alternating_kind(position: int, has_monolingual: bool, has_bilingual: bool) 
   return position % 2 == 1
 
 
+@dataclasses.dataclass(frozen=True, eq=False, kw_only=True)
 class PairFeatures:
-  """Fixed-shape features of (x, y) pairs (module docstring), shared by the pair sources.
-
-  Users are dataclasses with the fields `vocabulary`, `data_dir`, `segment_len`,
-  `batch_size`, `mono_mask_prob`, `bi_mask_prob`, `flip_prob`, `seed`.
+  """Fixed-shape features of (x, y) pairs (module docstring), shared by the pair sources (`VecoPairSource`,
+  `pretraining_streams.SeqioPairSource`), with the VECO settings both take, declared here once: segments of
+  `segment_len` subwords, `batch_size` rows, languages sampled with exponent `alpha`, masking probabilities,
+  the monolingual pairs' side flip, the seed. A user also has the fields `vocabulary` and `data_dir`.
   """
 
   weight_keys = ("x_masked_weights", "y_masked_weights", "tlm_masked_weights")
+
+  segment_len: int = 64
+  batch_size: int = 32
+  alpha: float = VECO_ALPHA
+  mono_mask_prob: float = 0.15
+  bi_mask_prob: float = 0.25
+  flip_prob: float = 0.5
+  seed: int = 0
 
   def _check_pair_args(self) -> None:
     if self.segment_len < 2:
@@ -450,13 +459,6 @@ class VecoPairSource(PairFeatures, IndexedSource):
   languages: tuple | None = None
   language_pairs: tuple | None = None
   data_dir: str | None = None
-  segment_len: int = 64
-  batch_size: int = 32
-  alpha: float = VECO_ALPHA
-  mono_mask_prob: float = 0.15
-  bi_mask_prob: float = 0.25
-  flip_prob: float = 0.5
-  seed: int = 0
   blank_line_documents: bool = False
 
   def __post_init__(self):

@@ -85,7 +85,6 @@ import numpy as np
 
 from xtreme_jax import errors
 from xtreme_jax.data.pretraining_corpora import (
-  VECO_ALPHA,
   PairFeatures,
   adjacent_pairs,
   alternating_kind,
@@ -114,13 +113,6 @@ class SeqioPairSource(StreamedSource, PairFeatures):
   task_modules: tuple = ("xtreme_tasks.pretraining",)
   counts: Mapping | None = None
   data_dir: str | None = None
-  segment_len: int = 64
-  batch_size: int = 32
-  alpha: float = VECO_ALPHA
-  mono_mask_prob: float = 0.15
-  bi_mask_prob: float = 0.25
-  flip_prob: float = 0.5
-  seed: int = 0
   max_lookahead: int = 1000
 
   def __post_init__(self):
