@@ -8,7 +8,7 @@ import optax
 import pytest
 from conftest import TINY
 
-from xtreme_jax.evaluation import parsing
+from xtreme_jax import trees
 from xtreme_jax.models import parser
 from xtreme_jax.networks.encoder import TransformerEncoder
 
@@ -108,7 +108,7 @@ def test_decode_takes_the_single_root_tree_and_each_words_relation_at_its_head()
   rels[1, 0, 2] = rels[2, 1, 1] = rels[3, 2, 0] = rels[4, 3, 1] = 1.0
   heads, labels = parser.decode(arcs, rels.argmax(-1), 4)
   assert heads == [0, 1, 2, 3] and labels == [2, 1, 0, 1]
-  assert list(parsing.mst_heads(arcs.T)[1:]) == heads
+  assert list(trees.mst_heads(arcs.T)[1:]) == heads
 
 
 def test_gold_pos_is_embedded_and_changes_the_scores():

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from xtreme_jax import errors
+from xtreme_jax import errors, trees
 from xtreme_jax.data import conllu, parsing_features as pf, paths
 from xtreme_jax.data.mbert_data import MbertData
 from xtreme_jax.data.vocabularies import load_vocabulary
@@ -36,7 +36,7 @@ def _brute_force(scores):
     heads = (0,) + choice
     if any(heads[d] == d for d in range(1, n + 1)) or not _is_single_root_tree(heads):
       continue
-    score = parsing.tree_score(scores, heads)
+    score = trees.tree_score(scores, heads)
     if score > best:
       best, best_heads = score, heads
   return best, best_heads
@@ -49,10 +49,10 @@ def test_mst_equals_brute_force_over_every_single_root_tree(n):
     scores = rng.normal(size=(n + 1, n + 1))
     if trial % 3 == 0:  # root arcs scored high: the unconstrained MST would attach several words to the root
       scores[0] += 3.0
-    heads = parsing.mst_heads(scores)
+    heads = trees.mst_heads(scores)
     best, _ = _brute_force(scores)
     assert _is_single_root_tree(list(heads)), heads
-    assert parsing.tree_score(scores, heads) == pytest.approx(best)
+    assert trees.tree_score(scores, heads) == pytest.approx(best)
 
 
 def test_mst_contracts_a_cycle():
@@ -61,7 +61,7 @@ def test_mst_contracts_a_cycle():
   scores[2, 1], scores[1, 2] = 10.0, 10.0
   scores[0, 1], scores[0, 2] = 2.0, 1.0
   scores[1, 3] = 4.0
-  assert list(parsing.mst_heads(scores)) == [0, 0, 1, 1]
+  assert list(trees.mst_heads(scores)) == [0, 0, 1, 1]
 
 
 CONLLU = """# sent_id = s1

@@ -28,7 +28,7 @@ import numpy as np
 
 from xtreme_jax import errors
 from xtreme_jax.data import conllu
-from xtreme_jax.evaluation.parsing import coarse
+from xtreme_jax.trees import coarse
 from xtreme_jax.registry.mbert import UD_RELATIONS
 
 EVAL_MAX_WORDS = 140

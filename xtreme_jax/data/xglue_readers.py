@@ -13,7 +13,7 @@ the XTREME readers, so the same task kinds fine-tune on both benchmarks:
   WPR: query / page title + snippet). PAWSX files start with a header line
   (`id sentence1 sentence2 label`) whose id column is dropped; blank lines are
   skipped. WPR rows also carry `group`, the index of their query group (runs
-  of consecutive rows with the same query, `metrics.query_groups`, as the
+  of consecutive rows with the same query, `query_groups`, as the
   scorer's nDCG groups them).
 * NER, POS -> `{"id", "tokens", "tags": list | None}`: `word label` per line
   (space-separated, the label last), a blank line or a `-DOCSTART-` line
@@ -40,11 +40,10 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs, text
 from xtreme_jax.data.xtreme_readers import check_training_answers, malformed, numbered_lines, parse_squad
-from xtreme_jax.evaluation import metrics
 from xtreme_jax.registry import XGLUE, TaskSpec
 
 DOCSTART = text.DOCSTART
@@ -98,7 +97,7 @@ def _read_rows(spec: TaskSpec, file: str, language: str, split: str) -> list[dic
     queries.append(cols[0])
     out.append(row)
   if spec.kind == "ranking":
-    for row, group in zip(out, metrics.query_groups(queries)):
+    for row, group in zip(out, query_groups(queries)):
       row["group"] = group
   return out
 
@@ -173,3 +172,15 @@ def read(task: str, data_dir: str, language: str, split: str) -> list[dict]:
   if spec.kind == "generation":
     return _read_generation(spec, file, data_dir, language, split)
   return _read_rows(spec, file, language, split)
+
+
+def query_groups(queries: Sequence[str]) -> list[int]:
+  """Group index of each row: runs of consecutive rows with the same query (XGLUE's scorer; an empty first
+  query opens no new group)."""
+  groups, group, last = [], 0, ""
+  for query in queries:
+    if query != last and last:
+      group += 1
+    last = query
+    groups.append(group)
+  return groups

@@ -296,18 +296,6 @@ def mlqa_em_f1(dataset, predictions: Mapping[str, str], lang: str) -> dict:
 # Ranking (XGLUE WPR).
 
 
-def query_groups(queries: Sequence[str]) -> list[int]:
-  """Group index of each row: runs of consecutive rows with the same query (XGLUE's scorer; an empty first
-  query opens no new group)."""
-  groups, group, last = [], 0, ""
-  for query in queries:
-    if query != last and last:
-      group += 1
-    last = query
-    groups.append(group)
-  return groups
-
-
 def grouped_ndcg(groups: Sequence[int], gold: Sequence[float], predicted: Sequence[float]) -> Optional[float]:
   """Mean nDCG over query groups on 0-1, as XGLUE's `simple_ndcg`: per group
   `sklearn.metrics.ndcg_score([gold], [predicted])` (linear gain, log2 discount, ties in the predicted

@@ -49,6 +49,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xtreme_jax import atomic, errors, fs, text
+from xtreme_jax.data import xglue_readers
 from xtreme_jax.evaluation import bleu, metrics
 from xtreme_jax.evaluation.scorer import SubmissionError, unknown_gold
 from xtreme_jax.registry import XGLUE, TaskSpec
@@ -133,7 +134,7 @@ def _ndcg(spec: TaskSpec, rows: list[str], labels: list[str], preds: list[str], 
       predicted.append(float(value))
     except ValueError:
       raise SubmissionError(f"{errors.location(pred_path, i)}: prediction {value!r} is not a number") from None
-  ndcg = metrics.grouped_ndcg(metrics.query_groups([row.split("\t")[0] for row in rows]), gold, predicted)
+  ndcg = metrics.grouped_ndcg(xglue_readers.query_groups([row.split("\t")[0] for row in rows]), gold, predicted)
   if ndcg is None:
     logging.warning("%s: no query with two or more rows; WPR has no score", gold_path)
   return ndcg

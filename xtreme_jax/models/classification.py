@@ -38,8 +38,8 @@ def dense(cfg: TransformerConfig, features: int, name: str) -> nn.Dense:
                   bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("classes",)))
 
 
-def _head_logits(cfg: TransformerConfig, out, num_classes: int, head: str, deterministic: bool,
-                 prefix: str = "") -> jax.Array:
+def head_logits(cfg: TransformerConfig, out, num_classes: int, head: str, deterministic: bool,
+                prefix: str = "") -> jax.Array:
   """The `head` over the encoder output `out`; called inside a compact method (its layers join that module,
   named `{prefix}dense`, `{prefix}classifier`)."""
   drop = lambda x: nn.Dropout(cfg.dropout_rate)(x, deterministic=deterministic)  # noqa: E731
@@ -65,7 +65,7 @@ class ClassifierNetwork(nn.Module):
   @nn.compact
   def __call__(self, batch: dict) -> jax.Array:
     out = _encode(self.config, batch, self.deterministic)
-    return _head_logits(self.config, out, self.num_classes, self.head, self.deterministic)
+    return head_logits(self.config, out, self.num_classes, self.head, self.deterministic)
 
 
 # Logit of the classes a task does not have (the padding up to the widest task): never chosen, no probability.
@@ -85,7 +85,7 @@ class MultiTaskClassifierNetwork(nn.Module):
   def __call__(self, batch: dict) -> jax.Array:
     out = _encode(self.config, batch, self.deterministic)
     width = max(self.num_classes)
-    heads = [jnp.pad(_head_logits(self.config, out, n, self.head, self.deterministic, f"task_{i}_"),
+    heads = [jnp.pad(head_logits(self.config, out, n, self.head, self.deterministic, f"task_{i}_"),
                      ((0, 0), (0, width - n)), constant_values=_ABSENT) for i, n in enumerate(self.num_classes)]
     stacked = jnp.stack(heads, axis=1)  # [batch, tasks, width]
     return jnp.take_along_axis(stacked, batch["task_ids"][:, None, None], axis=1)[:, 0]

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 
 from xtreme_jax import errors
 from xtreme_jax.models.base import Model
-from xtreme_jax.models.classification import HEADS, _head_logits, dense
+from xtreme_jax.models.classification import HEADS, head_logits, dense
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import EncoderOutput
 from xtreme_jax.networks.filter import FilterEncoder, check_depths
@@ -155,7 +155,7 @@ class _Classifier(_PairNetwork):
   def __call__(self, batch: dict) -> dict:
     enc, out = self.encode(batch)
     first = jnp.concatenate([out.source[:, 0], out.target[:, 0]], axis=0)  # each side's own first token
-    logits = _head_logits(self.config, EncoderOutput(first[:, None], enc.pooled(first)), self.num_classes,
+    logits = head_logits(self.config, EncoderOutput(first[:, None], enc.pooled(first)), self.num_classes,
                           self.head, self.deterministic)
     source, target = jnp.split(logits, 2, axis=0)
     return {"source": source, "target": target}

@@ -22,7 +22,7 @@ head_h . u`; relation scores for every (dependent, head) pair are
 each word's gold head over the root and the sentence's words, plus the
 cross-entropy of its relation at the gold head. Prediction returns the arc
 scores and each pair's best relation; `decode` takes the maximum spanning
-tree with one root word (`evaluation/parsing.mst_heads`) and each word's
+tree with one root word (`xtreme_jax.trees.mst_heads`) and each word's
 best relation at its tree head.
 """
 
@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xtreme_jax.evaluation.parsing import mst_heads
+from xtreme_jax.trees import mst_heads
 from xtreme_jax.models.base import Model
 from xtreme_jax.models.feature_based import mixed_lstm_states
 from xtreme_jax.networks.config import TransformerConfig

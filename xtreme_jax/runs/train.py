@@ -96,9 +96,12 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig,
   return load
 
 
-def _train(mode: str, run_dir: str, model: Model, train_data, eval_data, optimizer: OptimizerConfig,
-           trainer: TrainerConfig, partition: PartitionConfig, init_checkpoint: Optional[str],
-           resume_overrides: Optional[dict] = None, transform: Optional[Callable[[dict], dict]] = None) -> dict:
+def run_training(mode: str, run_dir: str, model: Model, train_data, eval_data, optimizer: OptimizerConfig,
+                 trainer: TrainerConfig, partition: PartitionConfig, init_checkpoint: Optional[str],
+                 resume_overrides: Optional[dict] = None, transform: Optional[Callable[[dict], dict]] = None) -> dict:
+  """One training run of `mode` (pretrain, finetune, translate) in `run_dir`, claimed and resumable: checks the
+  data against the model, fingerprints the run, trains (`Trainer.fit`, from `init_checkpoint` when given) and
+  returns its summary. `transform` changes each batch before the step sees it."""
   _check_vocab(model.config, train_data, *([eval_data] if eval_data is not None else []))
   languages = _check_languages(model.config, train_data, *([eval_data] if eval_data is not None else []))
   fingerprint = {"mode": mode, "model": describe(model), "train_data": describe(train_data),
@@ -181,7 +184,7 @@ def pretrain(run_dir: str, model_config: TransformerConfig, train_data, eval_dat
   if model.config != model_config:
     raise errors.ConfigError("the pretraining model's config differs from MODEL_CONFIG; bind the model's config to "
                              "%MODEL_CONFIG")
-  return _train("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition, init_checkpoint,
+  return run_training("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition, init_checkpoint,
                 resume_overrides, init_transform)
 
 
@@ -189,7 +192,7 @@ def finetune(run_dir: str, model: Model, train_data, eval_data=None, init_checkp
              optimizer: OptimizerConfig = OptimizerConfig(), trainer: TrainerConfig = TrainerConfig(),
              partition: PartitionConfig = PartitionConfig(), resume_overrides: Optional[dict] = None) -> dict:
   """Fine-tune a task model whose backbone starts from an imported checkpoint (`resume_overrides`: module doc)."""
-  return _train("finetune", run_dir, model, train_data, eval_data, optimizer, trainer, partition,
+  return run_training("finetune", run_dir, model, train_data, eval_data, optimizer, trainer, partition,
                 init_checkpoint, resume_overrides)
 
 

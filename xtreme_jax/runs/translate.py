@@ -36,7 +36,7 @@ from xtreme_jax.evaluation import bleu
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.runs import task_kinds
-from xtreme_jax.runs.train import _train
+from xtreme_jax.runs.train import run_training
 from xtreme_jax.runs.benchmarks import PROTOCOLS
 from xtreme_jax.runs.inference import predict_features
 from xtreme_jax.runs.recipes import TaskSettings
@@ -57,7 +57,7 @@ def translate(run_dir: str, model: Seq2SeqModel, train_data: WmtStream, test_spl
                              "checkpoints; raise TrainerConfig.keep_checkpoints")
   assembly = Seq2SeqAssembly(model.seq2seq.decoder_layers, decoder_from, model.seq2seq.scale_decoder_embeddings,
                              fresh_cross_attention=True)
-  _train("translate", run_dir, model, train_data, None, optimizer, trainer, partition, init_checkpoint,
+  run_training("translate", run_dir, model, train_data, None, optimizer, trainer, partition, init_checkpoint,
          resume_overrides, transform=lambda params: seq2seq_backbone(params, model.config, assembly))
   done = averaging.average_checkpoints(run_dir, average_last, allow_fewer=True)
   print(f"averaged steps {', '.join(map(str, done.steps))} -> {done.path}")
