@@ -221,7 +221,7 @@ FAMILY_FEATURES: dict[str, dict[str, tuple[tf.DType, int]]] = {
                                    "gold_target_id")},
     "tatoeba": {"source": (_S, 1), "target": (_S, 1)},
 }
-# Ranking rows (XGLUE WPR) are pairs with their query group (`metrics.query_groups`).
+# Ranking rows (XGLUE WPR) are pairs with their query group (`xglue_readers.query_groups`).
 FAMILY_FEATURES["ranking"] = {**FAMILY_FEATURES["pair"], "group": (_I, 0)}
 FAMILY_OF_KIND = {"pair_classification": "pair", "ranking": "ranking", "tagging": "tagging", "span_qa": "qa",
                   "bitext_mining": "bucc", "similarity_search": "tatoeba"}

@@ -416,12 +416,9 @@ class _Vocab:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class _Pairs(PairFeatures):
+class _Pairs(PairFeatures):  # the VECO settings are PairFeatures' keyword-only fields
   vocabulary: Any
   data_dir: Any = None
-  segment_len: int = 6
-  mono_mask_prob: float = 0.15
-  bi_mask_prob: float = 0.25
 
 
 @pytest.mark.parametrize("layout,style,pad,start", [("xlmr", "roberta", 1, 2), ("wordpiece", "absolute", 0, 0)])
@@ -429,7 +426,7 @@ def test_tlm_segments_get_the_positions_of_each_segment_alone(layout, style, pad
   """Both parts of the TLM pair start at row 2 (RoBERTa) / 0 (BERT), as each segment's own IS/CS-MLM input."""
   cfg = CFG.replace(position_style=style, pad_token_id=pad)
   x, y = [7, 8, 9], [10, 11]
-  f = _Pairs(_Vocab(layout)).pair_features(x, y, 0, 1, True, np.random.default_rng(0))
+  f = _Pairs(_Vocab(layout), segment_len=6).pair_features(x, y, 0, 1, True, np.random.default_rng(0))
   tlm_mask = f["tlm_input_mask"][None]
   rows = np.asarray(position_ids(cfg, jnp.asarray(f["tlm_positions"][None]), tlm_mask))[0]
   first, n = len(x) + 2, int(tlm_mask.sum())

@@ -271,7 +271,7 @@ def probe_accuracies(train: np.ndarray, train_labels: Sequence[str], dev: np.nda
 
 
 def _plot(accuracies: Sequence[float], path: str) -> None:
-  from xtreme_jax.evaluation.report import new_figure, save_png  # pylint: disable=g-import-not-at-top
+  from xtreme_jax.evaluation.plots import new_figure, save_png  # pylint: disable=g-import-not-at-top
   figure = new_figure(5, 3.5)
   axes = figure.add_subplot()
   axes.plot(range(len(accuracies)), accuracies, marker="o")

@@ -129,7 +129,7 @@ def _difference_markdown(diffs: dict, runs: list[str], baseline: str) -> str:
 
 
 def plot_differences(diffs: dict, runs: list[str], baseline: str, path: str) -> None:
-  from xtreme_jax.evaluation.report import new_figure, save_png  # pylint: disable=g-import-not-at-top
+  from xtreme_jax.evaluation.plots import new_figure, save_png  # pylint: disable=g-import-not-at-top
   others = [r for r in runs if r != baseline]
   figure = new_figure(4 * max(len(diffs), 1), 3.5)
   for i, (task, languages) in enumerate(diffs.items()):
