@@ -88,7 +88,7 @@ def test_decode_and_scores_use_the_target_side(vocab):
                  {"id": f"de{i}", "text_a": "c", "text_b": "d", "label": label}) for i, label in enumerate("10")]
   rows, owners = kind.features(spec, pairs, vocab, s, training=False)
   outputs = {"source": np.asarray([[0.0, 5.0], [0.0, 5.0]]), "target": np.asarray([[0.0, 1.0], [2.0, 0.0]])}
-  predicted = kind.decode(spec, s, lambda keys: outputs, pairs, rows, owners)
+  predicted = kind.decode(spec, s, lambda keys: outputs, task_kinds.Featurised(pairs, rows, owners))
   assert predicted == ["1", "0"] and kind.dev_score(pairs, predicted) == 100.0
   assert kind.submission_text(predicted, pairs) == "1\n0\n"
 

@@ -240,5 +240,6 @@ def test_rating_regression_is_squared_error_and_decodes_to_rounded_clipped_ratin
   assert float(loss) == pytest.approx(0.6 ** 2 + 0.4 ** 2)  # the third row has weight 0
   assert float(terms["accuracy"]) == 1.0 and float(terms["weight"]) == 2.0  # 2.6 rounds to 3
   kind = task_kinds.RankingRegression()
-  decoded = kind.decode(XGLUE.task("WPR"), None, lambda keys: np.array([[-0.7], [1.49], [2.5], [9.0]]), [], [], [])
+  decoded = kind.decode(XGLUE.task("WPR"), None, lambda keys: np.array([[-0.7], [1.49], [2.5], [9.0]]),
+                       task_kinds.Featurised([], [], []))
   assert decoded == ["0", "1", "2", "4"]  # rint rounds half to even; clipped to the 0-4 scale

@@ -291,8 +291,8 @@ def test_translate_test_predicts_the_translation_with_the_english_model(tmp_path
   used, decoded = [], []
   monkeypatch.setattr(runner.store, "finetuned", lambda task, lg: used.append(runner.training_set(task, lg)[0])
                       or (0, 0))
-  monkeypatch.setattr(inference, "decode", lambda kind, spec, s, trainer, params, examples, features, owners, vocab: (
-      decoded.append(examples) or ["neutral"] * len(examples)))
+  monkeypatch.setattr(inference, "decode", lambda kind, spec, s, trainer, params, data, vocab: (
+      decoded.append(data.examples) or ["neutral"] * len(data.examples)))
   runner.predictions.predict_language("xnli", "de")
   assert used == ["xnli"] and decoded[0] == runner.read("xnli", "de", "translate_test")
   assert decoded[0][0]["text_b"] == "The card was for her teacher."  # the English translation
@@ -344,8 +344,8 @@ def test_dev_scores_are_what_the_official_scripts_select_on(tmp_path, monkeypatc
   assert dev_score("udpos", pos, [["NOUN", "VERB", "VERB"]]) == 0  # no chunk right; token accuracy 66.7
   # The evaluator: one score per dev language and their mean, under the Trainer's select_metric.
   runner = _runner(tmp_path, TINY, xnli=xtreme.TaskSettings(selection="mean_dev"))
-  monkeypatch.setattr(inference, "decode", lambda kind, spec, s, trainer, params, examples, features, owners, vocab: (
-      ["neutral"] * len(examples)))
+  monkeypatch.setattr(inference, "decode", lambda kind, spec, s, trainer, params, data, vocab: (
+      ["neutral"] * len(data.examples)))
   s, store = runner.settings.recipe("xnli"), runner.store
   scores = store.dev_scores("xnli", s, None, "dev_accuracy", store.dev_sets("xnli", s, store.selection("xnli")), None)
   expected = {lg: 100 * sum(ex["label"] == "neutral" for ex in runner.read("xnli", lg, "dev")) / 9
@@ -377,9 +377,9 @@ def test_the_best_dev_step_predicts_the_test_sets(tmp_path, monkeypatch):
   assert not np.array_equal(jax.tree_util.tree_leaves(seen[1])[0], jax.tree_util.tree_leaves(seen[2])[0])
   examples = runner.read("xnli", "de", "test")
   spec = XTREME.task("xnli")
-  features, owners = task_kinds.of(spec).features(spec, examples, runner.vocab, recipe, training=False)
-  best = inference.decode(runner.kind("xnli"), spec, recipe, trainer, trainer.place_params(seen[1]), examples, features,
-                          owners, runner.vocab)
+  data = task_kinds.of(spec).featurise(spec, examples, runner.vocab, recipe, training=False)
+  best = inference.decode(runner.kind("xnli"), spec, recipe, trainer, trainer.place_params(seen[1]), data,
+                          runner.vocab)
   assert open(path).read() == "".join(f"{label}\n" for label in best)
   entry = runner.store.run_entry("xnli")
   assert (entry["criterion"], entry["selected_step"], entry["train_steps"]) == ("en dev accuracy", 2, 3)

@@ -182,10 +182,10 @@ class Filter(task_kinds.Kind):
               "teacher_end_logits": np.asarray(outputs["end_logits"])}
     return {"teacher_logits": np.asarray(outputs["target"])}
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
-    targets = [pair["target"] for pair in examples]
-    return self.base.decode(spec, settings, lambda keys: self.target_outputs(predict(self.predict_keys)),
-                            targets, features, owners, vocab)
+  def decode(self, spec, settings, predict, data, vocab=None):
+    targets = data._replace(examples=[pair["target"] for pair in data.examples])
+    return self.base.decode(spec, settings, lambda keys: self.target_outputs(predict(self.predict_keys)), targets,
+                            vocab)
 
   def train_accuracy(self, examples, predicted):
     """The base kind's, over the pairs whose target has gold (QA: `predicted` is {id: answer})."""

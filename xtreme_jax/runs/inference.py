@@ -21,8 +21,9 @@ def predict_features(trainer: Trainer, params: Any, features: list, keys: tuple,
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)
 
 
-def decode(kind: task_kinds.Kind, spec, recipe, trainer: Trainer, params: Any, examples: list, features: list,
-           owners: list, vocab) -> list:
-  """Per-example predictions of `kind` (a label, a tag list, {id: answer}, ...) with the recipe's batch size."""
-  predict = lambda keys: predict_features(trainer, params, features, keys, recipe.batch_size)  # noqa: E731
-  return kind.decode(spec, recipe, predict, examples, features, owners, vocab)
+def decode(kind: task_kinds.Kind, spec, recipe, trainer: Trainer, params: Any, data: task_kinds.Featurised,
+           vocab) -> list:
+  """Per-example predictions of `kind` (a label, a tag list, {id: answer}, ...) for the featurised examples
+  `data`, predicted with the recipe's batch size."""
+  predict = lambda keys: predict_features(trainer, params, data.features, keys, recipe.batch_size)  # noqa: E731
+  return kind.decode(spec, recipe, predict, data, vocab)

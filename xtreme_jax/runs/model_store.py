@@ -56,7 +56,7 @@ class ModelStore:
   def __init__(self, run: XtremeRunner):
     self.run = run
     self._model_in_memory = (None, None)
-    self._training_rows = (None, None)  # FILTER: (key, (examples, features, owners)) of the last training set
+    self._training_rows = (None, None)  # FILTER: (key, Featurised) of the last training set
     self._filter_sources: dict[str, tuple] = {}  # FILTER: model -> its training sources (`filter_sources`)
     self.models: dict[str, str] = {}  # every fine-tuned model this run used -> its settings key
     self.resumed_with_overrides: list[str] = []  # models this run resumed with `resume_overrides`
@@ -156,18 +156,19 @@ class ModelStore:
     return result
 
   def train(self, task: str, name: str, sources: tuple, limit: Optional[int], student: Optional[bool] = None,
-             seed: Optional[int] = None):
+            seed: Optional[int] = None):
     """Train (or resume, or reload when finished) `name` in its own run directory; (trainer, the parameters
     `selection` chose: the best on dev, or the final ones). `student` / `seed`: as `model_spec`."""
     spec = self.run.spec(task)
     kind, s = self.run.kind(task, student), self.run.recipe(task)
     seed = self.run.settings.seed if seed is None else seed
-    examples, features, owners = self.training_features(task, sources, limit)
+    data = self.training_features(task, sources, limit)
     if getattr(kind, "student", False):
-      features = filter_kinds.with_soft_labels(features, self.teacher_soft_labels(task, sources, limit))
-    source = FeatureListSource(features, s.batch_size, seed, weight_keys=(kind.weight_key,),
+      data = data._replace(features=filter_kinds.with_soft_labels(data.features,
+                                                                  self.teacher_soft_labels(task, sources, limit)))
+    source = FeatureListSource(data.features, s.batch_size, seed, weight_keys=(kind.weight_key,),
                                model_keys=kind.model_keys)
-    steps = max(1, int(round(s.epochs * len(features) / s.batch_size)))
+    steps = max(1, int(round(s.epochs * len(data.features) / s.batch_size)))
     selection = self.selection(task)
     if selection is None and s.selection != "final" and kind.selection is not None:
       logging.warning("%s: no dev data for the %s selection; the final model predicts", name, s.selection)
@@ -176,7 +177,7 @@ class ModelStore:
     config = TrainerConfig(train_steps=steps, accum_steps=s.accum_steps,
                            log_every=min(self.run.settings.log_every, steps),
                            checkpoint_every=steps, keep_checkpoints=1, seed=seed,
-                           eval_every=s.eval_interval(len(features)) if selection else None,
+                           eval_every=s.eval_interval(len(data.features)) if selection else None,
                            select_metric=selection["metric"] if selection else None,
                            plateau=s.plateau if selection else None)
     dev = self.dev_sets(task, s, selection) if selection else None  # all data is read before training starts
@@ -188,13 +189,13 @@ class ModelStore:
       trainer = Trainer(model, apply_overrides(claim, s.optimizer), config,
                         self.run.partition, run_dir, run_directory=claim)
       evaluator = functools.partial(self.dev_scores, task, s, trainer, selection["metric"], dev) if dev else None
-      bookkeeping.say(f"fine-tuning {name}: {len(examples)} examples ({len(features)} windows), {steps} steps"
-           + (f", selecting on {selection['criterion']}" if selection else ""))
+      bookkeeping.say(f"fine-tuning {name}: {len(data.examples)} examples ({len(data.features)} windows), {steps} steps"
+                      + (f", selecting on {selection['criterion']}" if selection else ""))
       logging.info("fine-tuning %s on %s", name, sources)
       try:
         loader = pretrained_loader(self.run.init_checkpoint, self.run.config, kind.pretrained(s, self.run.config))
         state, summary = trainer.fit(source, None, loader, evaluator)
-        self._measure_train_accuracy(spec, s, name, summary, trainer, state.params, examples, features, owners, kind)
+        self._measure_train_accuracy(spec, s, name, summary, trainer, state.params, data, kind)
         best = trainer.restore_best_params() if selection else None
       finally:
         trainer.close()
@@ -229,7 +230,7 @@ class ModelStore:
     unless a student run may not (`FilterSettings.train_teacher=False`: refused, naming the expected file)."""
     s, key, names = self.run.recipe(task), self.run.recipe_key(task), self.teacher_names(task)
     kind = self.run.kind(task, student=False)
-    _, features, _ = self.training_features(task, sources, limit)
+    features = self.training_features(task, sources, limit).features
     digest, directory = soft_labels.rows_digest(features), self.model_dir(names[0])
     identities = lambda: [(self.finished_model(n) or {}).get("identity") for n in names]  # noqa: E731
     try:
@@ -250,30 +251,28 @@ class ModelStore:
       logging.info("wrote %s", soft_labels.save(directory, key, digest, identities(), arrays))
     return arrays
 
-  def training_features(self, task: str, sources: tuple, limit: Optional[int]) -> tuple[list, list, list]:
-    """(examples, features, owners) of `task`'s model's training data; each source is featurised as its own
-    task (the multi-task model's sources are several tasks)."""
+  def training_features(self, task: str, sources: tuple, limit: Optional[int]) -> task_kinds.Featurised:
+    """`task`'s model's training data, featurised; each source as its own task (the multi-task model's sources
+    are several tasks)."""
     kind, s = self.run.kind(task), self.run.recipe(task)
     if self.run.filtering:  # the teachers and the student train on the same rows: featurised once
-      cached = self._training_rows
-      if cached[0] != (self.run.recipe_key(task), sources, limit):
+      key = (self.run.recipe_key(task), sources, limit)
+      if self._training_rows[0] != key:
         self._training_rows = (None, None)
         examples = self.training_examples(sources, limit)
-        self._training_rows = ((self.run.recipe_key(task), sources, limit),
-                               (examples, *kind.features(self.run.spec(task), examples, self.run.vocab, s,
-                                                         training=True)))
+        self._training_rows = (key, kind.featurise(self.run.spec(task), examples, self.run.vocab, s, training=True))
       return self._training_rows[1]
     if not self.run.multi_task(task):
       examples = self.training_examples(sources, limit)
-      return (examples, *kind.features(self.run.spec(task), examples, self.run.vocab, s, training=True))
+      return kind.featurise(self.run.spec(task), examples, self.run.vocab, s, training=True)
     examples, features, owners = [], [], []
     for src in sources:
-      part = self.training_examples((src,), limit)
-      f, o = kind.features(self.run.spec(src[0]), part, self.run.vocab, s, training=True)
-      features += f
-      owners += [len(examples) + i for i in o]
-      examples += part
-    return examples, features, owners
+      part = kind.featurise(self.run.spec(src[0]), self.training_examples((src,), limit), self.run.vocab, s,
+                            training=True)
+      features += part.features
+      owners += [len(examples) + i for i in part.owners]
+      examples += part.examples
+    return task_kinds.Featurised(examples, features, owners)
 
   def training_examples(self, sources: tuple, limit: Optional[int]) -> list[dict]:
     """The training examples of `sources` (each cut to `limit`), concatenated; with `language_rates`, each
@@ -306,13 +305,11 @@ class ModelStore:
     return {"optimizer": dict(self.run.resume_overrides)}
 
   def dev_sets(self, task: str, s: TaskSettings, selection: dict) -> list[tuple]:
-    """[(task, language, examples, features, owners)] of the dev sets `selection` evaluates, featurised once."""
-    dev, kind = [], self.run.kind(task)
-    for member, lg, split in selection["dev"]:
-      examples = self.run.read(member, lg, split)
-      features = kind.features(self.run.spec(member), examples, self.run.vocab, s, training=False)
-      dev.append((member, lg, examples, *features))
-    return dev
+    """[(task, language, its featurised dev set)] of the dev sets `selection` evaluates, featurised once."""
+    kind = self.run.kind(task)
+    return [(member, lg, kind.featurise(self.run.spec(member), self.run.read(member, lg, split), self.run.vocab, s,
+                                        training=False))
+            for member, lg, split in selection["dev"]]
 
   def dev_scores(self, task: str, s: TaskSettings, trainer: Trainer, metric: str, dev: Sequence[tuple],
                  params: Any) -> dict[str, float]:
@@ -321,32 +318,28 @@ class ModelStore:
     multi-task model's score is the mean over its tasks of their means (keys metric/<task>/<lg>)."""
     kind = self.run.kind(task)
     by_task: dict[str, dict[str, float]] = {}
-    for member, lg, examples, features, owners in dev:
-      predicted = inference.decode(kind, self.run.spec(member), s, trainer, params, examples, features, owners,
-                                   self.run.vocab)
-      by_task.setdefault(member, {})[lg] = kind.dev_score(examples, predicted)
+    for member, lg, data in dev:
+      predicted = inference.decode(kind, self.run.spec(member), s, trainer, params, data, self.run.vocab)
+      by_task.setdefault(member, {})[lg] = kind.dev_score(data.examples, predicted)
     several = len(by_task) > 1
     each = {f"{metric}/{member + '/' if several else ''}{lg}": value
             for member, scores in by_task.items() for lg, value in scores.items()}
     means = [sum(scores.values()) / len(scores) for scores in by_task.values()]
     return {**(each if len(each) > 1 else {}), metric: sum(means) / len(means)}
 
-  def _measure_train_accuracy(self, spec, s, name, summary, trainer, params, examples, features, owners,
+  def _measure_train_accuracy(self, spec, s, name, summary, trainer, params, data: task_kinds.Featurised,
                               kind: task_kinds.Kind) -> None:
     """Predict the first `train_accuracy_examples` training examples once; saved beside the model."""
     n = self.run.settings.train_accuracy_examples
-    n = len(examples) if n is None else n
-    keep = [k for k, owner in enumerate(owners) if owner < n]
+    subset = data.head(len(data.examples) if n is None else n)
     model = self.finished_model(name, summary)
     path = os.path.join(self.model_dir(name), "train_accuracy.json")
-    if not keep or model is None or (bookkeeping.read_json(path) or {}).get("model") == model["identity"]:
+    if not subset.features or model is None or (bookkeeping.read_json(path) or {}).get("model") == model["identity"]:
       return  # nothing to predict, or measured when this model was trained
-    subset = examples[:n]
-    predicted = inference.decode(kind, spec, s, trainer, params, subset, [features[k] for k in keep],
-                                   [owners[k] for k in keep], self.run.vocab)
+    predicted = inference.decode(kind, spec, s, trainer, params, subset, self.run.vocab)
     if jax.process_index() == 0:
-      atomic.write_json(path, {"model": model["identity"], "examples": len(subset),
-                               "train_accuracy": kind.train_accuracy(subset, predicted)})
+      atomic.write_json(path, {"model": model["identity"], "examples": len(subset.examples),
+                               "train_accuracy": kind.train_accuracy(subset.examples, predicted)})
 
   def run_entry(self, name: str) -> Optional[dict]:
     """runs.json's entry of model `name`: task (settings key), criterion and selected step (`selected`), steps,

@@ -35,10 +35,12 @@ class Predictions:
     return self._records[directory]
 
   def path(self, task: str, language: str, directory: Optional[str] = None) -> str:
+    """The prediction file of (task, language) in `directory` (the submission by default)."""
     return os.path.join(directory or self.run.submission, self.run.benchmark.prediction_file(task, language))
 
   def write(self, task: str, language: str, split: str, text: str,
-                        directory: Optional[str] = None) -> str:
+            directory: Optional[str] = None) -> str:
+    """Writes (process 0) and records the prediction file of (task, language) made from `split`; its path."""
     path = self.path(task, language, directory)
     if jax.process_index() == 0:
       atomic.write_text(path, text)
@@ -58,8 +60,8 @@ class Predictions:
                               bookkeeping.normalized(self.run.store.model_spec(task, name, sources, limit)).items()):
         return None
       maker = {"model": model["identity"], "selected": selected(model)}  # run_config.json holds the settings
-    return bookkeeping.digest({"task": task, "language": language, "split": split, **maker,
-                    "inputs": [bookkeeping.stamp(p) for p in self.input_paths(task, language, split)]})
+    inputs = [bookkeeping.stamp(p) for p in self.input_paths(task, language, split)]
+    return bookkeeping.digest({"task": task, "language": language, "split": split, **maker, "inputs": inputs})
 
   def input_paths(self, task: str, language: str, split: str) -> list[str]:
     """Every file (TFDS: the builder location) that predicting (task, language, split) reads."""
@@ -102,8 +104,8 @@ class Predictions:
     split = self.run.test_split(task, language, pseudo)
     examples = self.run.read(task, language, split)
     trainer, params = self.run.store.finetuned(task, language)
-    features, owners = kind.features(spec, examples, self.run.vocab, s, training=False)
-    predicted = inference.decode(kind, spec, s, trainer, params, examples, features, owners, self.run.vocab)
+    data = kind.featurise(spec, examples, self.run.vocab, s, training=False)
+    predicted = inference.decode(kind, spec, s, trainer, params, data, self.run.vocab)
     # translate_test rows are line-aligned with the original test file, and QA keeps the original question ids
     # (checked by the reader, `check_inputs`): id-keyed answers are mapped back in the original order.
     by_id = split == "translate_test" and not spec.by_position

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -96,6 +96,19 @@ class FeatureBasedSettings:
 Predict = Callable[[tuple], Any]
 
 
+class Featurised(NamedTuple):
+  """Examples and the model windows made of them (`Kind.featurise`): window k belongs to example `owners[k]`."""
+
+  examples: list
+  features: list
+  owners: list
+
+  def head(self, n: int) -> "Featurised":
+    """The first `n` examples and their windows."""
+    keep = [k for k, owner in enumerate(self.owners) if owner < n]
+    return Featurised(self.examples[:n], [self.features[k] for k in keep], [self.owners[k] for k in keep])
+
+
 class Kind:
   """The interface; see the module docstring. `selection`: (the evaluator's metric key, its name in the
   criterion) of the dev score, or None when this kind always keeps the final model."""
@@ -110,10 +123,15 @@ class Kind:
     raise NotImplementedError
 
   def features(self, spec: TaskSpec, examples: Sequence[dict], vocab, settings, training: bool) -> tuple[list, list]:
+    """(model windows, the example each window belongs to)."""
     raise NotImplementedError
 
-  def decode(self, spec: TaskSpec, settings, predict: Predict, examples: Sequence[dict], features: list,
-             owners: list, vocab=None):
+  def featurise(self, spec: TaskSpec, examples: Sequence[dict], vocab, settings, training: bool) -> Featurised:
+    """`examples` with their windows (`features`)."""
+    return Featurised(list(examples), *self.features(spec, examples, vocab, settings, training))
+
+  def decode(self, spec: TaskSpec, settings, predict: Predict, data: Featurised, vocab=None):
+    """Per-example predictions of `data` from the model's outputs over its windows (`predict`)."""
     raise NotImplementedError
 
   def pretrained(self, settings, config: TransformerConfig) -> Optional[Callable[[dict], dict]]:
@@ -157,7 +175,7 @@ class PairClassification(Kind):
       out.append(f)
     return out, list(range(len(examples)))
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
     return [spec.labels[i] for i in predict(self.predict_keys).argmax(-1)]
 
   def train_accuracy(self, examples, predicted):
@@ -197,7 +215,7 @@ class RankingRegression(Ranking):
   def model(self, spec, config, settings=None, vocab=None):
     return RatingRegressionModel(config, head=classification_head(config))
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
     ratings = np.clip(np.rint(predict(self.predict_keys)[..., 0]), 0, len(spec.labels) - 1).astype(int)
     return [spec.labels[r] for r in ratings]
 
@@ -230,9 +248,9 @@ class MultiTask(PairClassification):
       f["task_ids"] = np.asarray(self.index[spec.name], np.int32)
     return out, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
     best = predict(self.predict_keys).argmax(-1)  # within the row's own task: the other columns are -1e9
-    return [self.specs[int(f["task_ids"])].labels[i] for f, i in zip(features, best)]
+    return [self.specs[int(f["task_ids"])].labels[i] for f, i in zip(data.features, best)]
 
 
 class Tagging(Kind):
@@ -258,7 +276,8 @@ class Tagging(Kind):
         owners.append(i)
     return windows, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
+    examples, features, owners = data
     predicted = predict(self.predict_keys).argmax(-1)
     windows: dict[int, list[int]] = {}
     for k, owner in enumerate(owners):
@@ -306,9 +325,10 @@ class SpanQa(Kind):
         owners.append(i)
     return windows, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
     out = predict(self.predict_keys)
-    return best_spans(features, out["start_logits"], out["end_logits"], max_answer_len=settings.qa.max_answer_len)
+    return best_spans(data.features, out["start_logits"], out["end_logits"],
+                      max_answer_len=settings.qa.max_answer_len)
 
   def train_accuracy(self, examples, predicted):
     """SQuAD exact match x100 over the questions that have a prediction (`predicted` = {id: answer})."""
@@ -419,7 +439,7 @@ class Generation(Kind):
       out.append(f)
     return out, list(range(len(examples)))
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
     result = predict(self.predict_keys)
     return [vocab.detokenize(seq[:n]).strip() for seq, n in zip(result.sequences[:, 0], result.lengths[:, 0])]
 
@@ -482,7 +502,8 @@ class Parsing(Kind):
                      len(examples), subwords, cut, len(examples) - len(out))
     return out, owners
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
+  def decode(self, spec, settings, predict, data, vocab=None):
+    examples, owners = data.examples, data.owners
     out = predict(self.predict_keys)
     predicted = [None if len(ex["tokens"]) > parsing_features.EVAL_MAX_WORDS else
                  ([0] + list(range(1, len(ex["tokens"]))), ["dep"] * len(ex["tokens"])) for ex in examples]
@@ -537,8 +558,8 @@ class FeatureBased(Kind):
   def features(self, spec, examples, vocab, settings, training):
     return self.base.features(spec, examples, vocab, settings, training)
 
-  def decode(self, spec, settings, predict, examples, features, owners, vocab=None):
-    return self.base.decode(spec, settings, predict, examples, features, owners, vocab)
+  def decode(self, spec, settings, predict, data, vocab=None):
+    return self.base.decode(spec, settings, predict, data, vocab)
 
   def train_accuracy(self, examples, predicted):
     return self.base.train_accuracy(examples, predicted)

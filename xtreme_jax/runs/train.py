@@ -184,8 +184,8 @@ def pretrain(run_dir: str, model_config: TransformerConfig, train_data, eval_dat
   if model.config != model_config:
     raise errors.ConfigError("the pretraining model's config differs from MODEL_CONFIG; bind the model's config to "
                              "%MODEL_CONFIG")
-  return run_training("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition, init_checkpoint,
-                resume_overrides, init_transform)
+  return run_training("pretrain", run_dir, model, train_data, eval_data, optimizer, trainer, partition,
+                      init_checkpoint, resume_overrides, init_transform)
 
 
 def finetune(run_dir: str, model: Model, train_data, eval_data=None, init_checkpoint: Optional[str] = None,
@@ -193,7 +193,7 @@ def finetune(run_dir: str, model: Model, train_data, eval_data=None, init_checkp
              partition: PartitionConfig = PartitionConfig(), resume_overrides: Optional[dict] = None) -> dict:
   """Fine-tune a task model whose backbone starts from an imported checkpoint (`resume_overrides`: module doc)."""
   return run_training("finetune", run_dir, model, train_data, eval_data, optimizer, trainer, partition,
-                init_checkpoint, resume_overrides)
+                      init_checkpoint, resume_overrides)
 
 
 def evaluate(run_dir: str, model: Model, eval_data, init_checkpoint: Optional[str] = None,

@@ -79,17 +79,18 @@ def decode(run_dir: str, model: Seq2SeqModel, data: WmtStream, records: list[dic
   kind = task_kinds.KINDS["generation"]
   recipe = _recipe(data, model.decode_settings or DecodeSettings())
   examples = [{**r, "target": None, "language": "xx"} for r in records]
-  features, owners = kind.features(None, examples, data.vocab, recipe, training=False)
+  featurised = kind.featurise(None, examples, data.vocab, recipe, training=False)
   runner = Trainer(model, OptimizerConfig(), TrainerConfig(train_steps=1, progress_bar=False), partition, run_dir)
   try:
     params, source = averaging.restore_averaged_or_latest(run_dir)
     check_decoder(params, run_dir)
     logging.info("decoding with the parameters of %s", source)
     runner.prepare(data.shape_batch(*runner.feed_slot))  # the parameters' shapes
-    predicted = predict_features(runner, runner.place_params(params), features, kind.predict_keys, batch_size)
+    predicted = predict_features(runner, runner.place_params(params), featurised.features, kind.predict_keys,
+                                 batch_size)
   finally:
     runner.close()
-  return kind.decode(None, recipe, lambda keys: predicted, examples, features, owners, data.vocab)
+  return kind.decode(None, recipe, lambda keys: predicted, featurised, data.vocab)
 
 
 def translate_task(run_dir: str, model: Seq2SeqModel, data: WmtStream, task: str, language: str, split: str,

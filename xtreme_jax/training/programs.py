@@ -46,7 +46,7 @@ class Programs:
 
 @functools.lru_cache(maxsize=8)
 def compiled(model: Model, optimizer: OptimizerConfig, accum_steps: int, mesh, rules: tuple,
-              shapes: tuple) -> Programs:
+             shapes: tuple) -> Programs:
   """Traced and jitted once per configuration: Trainers of equal configurations (a resumed run, the models
   of a benchmark that share an architecture, whatever their number of steps or learning rate: `optimizer` is
   `optim.structure(...)`, the numbers are data) reuse the compiled steps instead of tracing them again.
