@@ -127,7 +127,7 @@ def _register(streams: dict) -> tuple[dict, dict]:
 
 def _state_at(source, position: int, lengths: dict) -> dict:
   """The input state before batch `position`, each stream read to its cursor modulo its length (module docstring)."""
-  from xtreme_jax.data import stream_state as ss
+  from xtreme_jax.data.pretraining import stream_state as ss
   cursors = source.cursors(position)
   streams = {}
   for key, cursor in cursors.items():
@@ -201,7 +201,7 @@ def main() -> None:
   args = ap.parse_args()
 
   from xtreme_jax.data import paths
-  from xtreme_jax.data.pretraining_streams import SeqioPairSource
+  from xtreme_jax.data.pretraining.pretraining_streams import SeqioPairSource
 
   print(f"# {machine.cpu_count()} CPUs, load {machine.loadavg()}; tensorflow {machine.version('tensorflow')}, "
         f"seqio {machine.version('seqio')}")

@@ -27,7 +27,7 @@ S = segment_len + 2 slots, the TLM input is `<s> x </s></s> y </s>` of
 T = 2 * segment_len + 4 slots with positions restarting at the second
 sentence, random lengths (segment_len // 4 .. segment_len tokens per side, the
 first row full) padded with <pad>, BERT 80/10/10 masking
-(`xtreme_jax.data.masking.mask_tokens`). By default the batch is *bilingual*
+(`xtreme_jax.data.features.masking.mask_tokens`). By default the batch is *bilingual*
 (25% masking, TLM weights on); `--batch_kind monolingual` gives VECO's even
 batches (15% masking, TLM weights zero). The compute is the same for both:
 the TLM encoder pass runs whenever the batch carries TLM features, which
@@ -90,7 +90,7 @@ def make_batch(batch_size: int, segment_len: int, vocab_size: int, seed: int, bi
   """A VecoPairSource-shaped batch of random pairs (numpy); see the module docstring."""
   import numpy as np
 
-  from xtreme_jax.data import masking
+  from xtreme_jax.data.features import masking
 
   rng = np.random.default_rng(seed)
   mask_id = vocab_size - 1

@@ -3,7 +3,7 @@
 Importing this module (`import xtreme_tasks.pretraining`) registers everything
 below; importing or reloading it again re-registers the same names (each name
 is removed from the seqio registry before it is added). The tasks yield raw,
-untokenized text; `xtreme_jax.data.pretraining_streams.SeqioPairSource`
+untokenized text; `xtreme_jax.data.pretraining.pretraining_streams.SeqioPairSource`
 tokenizes, segments, samples languages with n^alpha and builds the VECO / TLM
 features (no Mixtures of them are registered: sampling is the pair source's
 job). Unicoder's generation pretraining (xDAE, xFNP) has tokenized Tasks and
@@ -21,7 +21,7 @@ Registered names
   include the bundled sample's 12): the file `{dir}/{lg}.txt`. By default
   every line is a document; with blank-line documents each block of lines
   separated by blank lines is a document and each line a sentence (the
-  readers of `xtreme_jax.data.pretraining_corpora`). `{dir}` and the mode are
+  readers of `xtreme_jax.data.pretraining.pretraining_corpora`). `{dir}` and the mode are
   looked up when a dataset is *built*: `set_monolingual_dir(path,
   blank_line_documents=...)` wins, else `$XTREME_JAX_PRETRAIN_MONO_DIR`
   (and `$XTREME_JAX_PRETRAIN_BLANK_LINE_DOCUMENTS=1`). Split: `train`.
@@ -64,7 +64,7 @@ dropping empty documents), a line / block count of the file for file tasks
 whose source gives no size (e.g. TFDS data without split metadata) by reading
 the stream once when it first needs the count.
 
-Generation pretraining (Unicoder, XGLUE; `xtreme_jax.data.denoising`)
+Generation pretraining (Unicoder, XGLUE; `xtreme_jax.data.pretraining.denoising`)
 ----------------------------------------------------------------------
 For every monolingual task above, `pretrain_{objective}_{rest}` where the
 monolingual task is `pretrain_{rest}` (e.g. `pretrain_xdae_wiki40b_zh_cn`,
@@ -107,8 +107,9 @@ import seqio
 import tensorflow as tf
 
 from xtreme_jax import errors
-from xtreme_jax.data import denoising, paths
-from xtreme_jax.data import pretraining_corpora as corpora
+from xtreme_jax.data.pretraining import denoising
+from xtreme_jax.data import paths
+from xtreme_jax.data.pretraining import pretraining_corpora as corpora
 
 MONO_DIR_ENV = "XTREME_JAX_PRETRAIN_MONO_DIR"
 PARALLEL_DIR_ENV = "XTREME_JAX_PRETRAIN_PARALLEL_DIR"
@@ -438,7 +439,7 @@ def set_vocabulary(vocabulary: Any) -> None:
 
 def _load(path: str):
   if path not in _loaded_vocabularies:
-    from xtreme_jax.data.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
+    from xtreme_jax.data.vocab.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
     _loaded_vocabularies[path] = load_vocabulary(path)
   return _loaded_vocabularies[path]
 
@@ -461,7 +462,7 @@ class LazyVocabulary(seqio.Vocabulary):
 
   @property
   def resolved(self) -> seqio.Vocabulary:
-    from xtreme_jax.data.seqio_vocabulary import as_seqio  # pylint: disable=g-import-not-at-top
+    from xtreme_jax.data.vocab.seqio_vocabulary import as_seqio  # pylint: disable=g-import-not-at-top
     return as_seqio(get_vocabulary(self.path))
 
   @property

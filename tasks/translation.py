@@ -1,4 +1,4 @@
-"""seqio Tasks for WMT14 translation, the VECO paper's En->De and En->Fr (`xtreme_jax.data.wmt14`).
+"""seqio Tasks for WMT14 translation, the VECO paper's En->De and En->Fr (`xtreme_jax.data.translation.wmt14`).
 
 Importing `xtreme_tasks.translation` registers `wmt14_en_de` and
 `wmt14_en_fr`: splits `train`, `validation` (newstest2013) and `test`
@@ -25,7 +25,7 @@ from typing import Mapping, Optional, Sequence, Union
 import seqio
 import tensorflow as tf
 
-from xtreme_jax.data import wmt14
+from xtreme_jax.data.translation import wmt14
 from xtreme_jax.evaluation import bleu
 from xtreme_tasks.xtreme import output_features
 

@@ -52,7 +52,7 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 import seqio
 import tensorflow as tf
 
-from xtreme_jax.data.xglue_data import XglueData
+from xtreme_jax.data.readers.xglue_data import XglueData
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.registry.xglue import MULTI_TASK

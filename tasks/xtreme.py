@@ -6,8 +6,8 @@ is removed from the seqio registry before it is added).
 
 Data
 ----
-Examples come from `xtreme_jax.data.xtreme_data.XtremeData` (`data()`): by
-default the plain-Python readers in `xtreme_jax.data.xtreme_readers`, which
+Examples come from `xtreme_jax.data.readers.xtreme_data.XtremeData` (`data()`): by
+default the plain-Python readers in `xtreme_jax.data.readers.xtreme_readers`, which
 read the official XTREME `download/` layout; with `set_data_source("tfds")`
 (or `$XTREME_JAX_DATA_SOURCE=tfds`) the TFDS builders (`xtreme_tfds`, never
 downloading), with the same example schemas. The directory is looked up when
@@ -81,7 +81,7 @@ sets); counts are read lazily when the mixture's dataset is built.
 
 Translations: translate-train, translate-test, pseudo test sets
 ---------------------------------------------------------------
-Read by `xtreme_jax.data.xtreme_translations` (its docstring fixes the layout)
+Read by `xtreme_jax.data.translation.xtreme_translations` (its docstring fixes the layout)
 from the translations directory, a local copy of `gs://xtreme_translations`
 (`gsutil -m cp -r gs://xtreme_translations/* <data_dir>/translations/`):
 `set_translations_dir(path)` wins, else `$XTREME_JAX_TRANSLATIONS_DIR`, else
@@ -124,9 +124,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import seqio
 import tensorflow as tf
 
-from xtreme_jax.data import xtreme_readers as readers
-from xtreme_jax.data import xtreme_translations as translations
-from xtreme_jax.data.xtreme_data import SOURCES, XtremeData
+from xtreme_jax.data.readers import xtreme_readers as readers
+from xtreme_jax.data.translation import xtreme_translations as translations
+from xtreme_jax.data.readers.xtreme_data import SOURCES, XtremeData
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.registry import XTREME, BenchmarkSpec
 from xtreme_jax.runs.fine_tuning import (FEWSHOT_SIZE, IN_LANGUAGE_TASKS, SETTINGS, TRANSLATE_TEST_TASKS,

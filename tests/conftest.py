@@ -55,7 +55,7 @@ import dataclasses  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from xtreme_jax.data.sources import IndexedSource  # noqa: E402
+from xtreme_jax.data.features.sources import IndexedSource  # noqa: E402
 from xtreme_jax.networks.config import TransformerConfig  # noqa: E402
 
 TINY = TransformerConfig(vocab_size=64, hidden_size=32, num_layers=2, num_heads=4, mlp_dim=64,

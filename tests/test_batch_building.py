@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import RandomMlmSource
-from xtreme_jax.data import masking, paths
-from xtreme_jax.data import pretraining_corpora as pc
-from xtreme_jax.data.mlm_source import MlmTextSource
-from xtreme_jax.data.sources import FeatureListSource, stack
+from xtreme_jax.data.features import masking
+from xtreme_jax.data import paths
+from xtreme_jax.data.pretraining import pretraining_corpora as pc
+from xtreme_jax.data.features.mlm_source import MlmTextSource
+from xtreme_jax.data.features.sources import FeatureListSource, stack
 
 TIER = "unit"  # conftest.py: this file's tier
 

@@ -6,9 +6,9 @@ import pytest
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
-from xtreme_jax.data.mbert_data import MbertData
-from xtreme_jax.data.xglue_data import XglueData
-from xtreme_jax.data.xtreme_data import XtremeData
+from xtreme_jax.data.readers.mbert_data import MbertData
+from xtreme_jax.data.readers.xglue_data import XglueData
+from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.registry import BENCHMARKS
 from xtreme_jax.runs.benchmarks import PROTOCOLS
 

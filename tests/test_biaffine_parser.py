@@ -84,7 +84,7 @@ def test_loss_is_head_and_relation_cross_entropy_over_the_sentences_words():
 
 
 def test_words_whose_head_was_truncated_away_leave_the_loss_but_stay_possible_heads():
-  """A truncated training sentence (data/parsing_features.py) marks a word whose head was cut off with head -1:
+  """A truncated training sentence (data/features/parsing_features.py) marks a word whose head was cut off with head -1:
   no head or relation loss for it, its state still a head for the other words."""
   model = parser.BiaffineParserModel(CONFIG, num_rels=4, arc_dim=6, rel_dim=5)
   batch = _batch()

@@ -6,9 +6,10 @@ import pytest
 
 from conftest import TINY
 from xtreme_jax import errors
-from xtreme_jax.data import masking, paths
-from xtreme_jax.data.classification_source import TsvClassificationSource, truncate_pair
-from xtreme_jax.data.mlm_source import MlmTextSource
+from xtreme_jax.data.features import masking
+from xtreme_jax.data import paths
+from xtreme_jax.data.features.classification_source import TsvClassificationSource, truncate_pair
+from xtreme_jax.data.features.mlm_source import MlmTextSource
 from xtreme_jax.models.mlm import MlmModel
 
 TIER = "integration"  # conftest.py: this file's tier

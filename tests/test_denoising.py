@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import xtreme_tasks.pretraining as pt
 from xtreme_jax import errors
-from xtreme_jax.data import denoising as dn
+from xtreme_jax.data.pretraining import denoising as dn
 from xtreme_jax.data import paths
 from xtreme_jax.networks import ngram_masks as nm
 

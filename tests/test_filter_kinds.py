@@ -7,7 +7,7 @@ import pytest
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.registry import XTREME
 from xtreme_jax.runs import filter_kinds, soft_labels, task_kinds
 from xtreme_jax.runs.xtreme import TaskSettings

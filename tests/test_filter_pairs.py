@@ -1,4 +1,4 @@
-"""FILTER's paired data (`data/filter_pairs.py`) on the bundled samples and hand-written translations."""
+"""FILTER's paired data (`data/filter/filter_pairs.py`) on the bundled samples and hand-written translations."""
 
 import json
 import os
@@ -7,9 +7,11 @@ import shutil
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import filter_pairs as fp, filter_translations as ft, paths, xtreme_readers as xr
-from xtreme_jax.data.xglue_data import XglueData
-from xtreme_jax.data.xtreme_data import XtremeData
+from xtreme_jax.data.filter import filter_pairs as fp, filter_translations as ft
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xtreme_readers as xr
+from xtreme_jax.data.readers.xglue_data import XglueData
+from xtreme_jax.data.readers.xtreme_data import XtremeData
 
 TIER = "unit"  # conftest.py: this file's tier
 

@@ -8,7 +8,7 @@ import pytest
 
 from xtreme_jax import cli
 from xtreme_jax.data import paths
-from xtreme_jax.data.xtreme_data import XtremeData
+from xtreme_jax.data.readers.xtreme_data import XtremeData
 
 TIER = "integration"  # conftest.py: this file's tier
 

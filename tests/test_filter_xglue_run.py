@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import TINY
-from xtreme_jax.data import paths, xglue_readers
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import xtreme
 from xtreme_jax.training.optim import OptimizerConfig

@@ -22,7 +22,7 @@ from etils.epath import gpath
 from etils.epath.testing import mock_epath
 
 from xtreme_jax import atomic, errors, fs, text
-from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax.data.readers import xtreme_readers as xr
 from xtreme_jax.evaluation import report, scorer
 from xtreme_jax.training import checkpoints, locks, writers
 from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDirectoryError, RunDirectory,

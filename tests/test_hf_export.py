@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 
 from xtreme_jax import cli, errors, hf_export  # noqa: E402
 from xtreme_jax.data import paths  # noqa: E402
-from xtreme_jax.data.vocabularies import load_vocabulary  # noqa: E402
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary  # noqa: E402
 from xtreme_jax.models.classification import (  # noqa: E402
     ClassificationModel, MultiTaskClassificationModel, RatingRegressionModel)
 from xtreme_jax.models.qa import QaModel  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
-from xtreme_jax.data.mbert_data import MbertData
+from xtreme_jax.data.readers.mbert_data import MbertData
 from xtreme_jax.registry.mbert import MBERT, PARSING_TREEBANKS
 
 TIER = "unit"  # conftest.py: this file's tier

@@ -3,7 +3,7 @@
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import conll_ner, mldoc
+from xtreme_jax.data.readers import conll_ner, mldoc
 from xtreme_jax.evaluation import metrics
 
 TIER = "unit"  # conftest.py: this file's tier

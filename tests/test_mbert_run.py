@@ -7,7 +7,7 @@ import pytest
 
 from xtreme_jax import cli, errors
 from xtreme_jax.data import paths
-from xtreme_jax.data.mbert_data import MbertData
+from xtreme_jax.data.readers.mbert_data import MbertData
 from xtreme_jax.registry.mbert import MLDOC_LABELS, NER_TAGS
 from xtreme_jax.registry.xtreme import UPOS_TAGS
 
@@ -150,7 +150,7 @@ def test_feature_based_setting_trains_its_own_models_with_the_feature_based_kind
 def test_parsing_cuts_long_training_sentences_where_evaluation_leaves_them_out():
   """The authors' code truncates a training sentence to the words that fit its window; evaluation windows
   (dev, test) are not cut."""
-  from xtreme_jax.data.vocabularies import load_vocabulary
+  from xtreme_jax.data.vocab.vocabularies import load_vocabulary
   from xtreme_jax.registry.mbert import MBERT
   from xtreme_jax.runs import task_kinds, xtreme
   spec, vocab = MBERT.task("parsing"), load_vocabulary(paths.sample_vocab())
@@ -167,7 +167,7 @@ def test_gold_pos_parsing_is_the_parser_with_the_gold_tags():
   import jax
   import numpy as np
   from conftest import TINY
-  from xtreme_jax.data.vocabularies import load_vocabulary
+  from xtreme_jax.data.vocab.vocabularies import load_vocabulary
   from xtreme_jax.registry.mbert import MBERT
   from xtreme_jax.registry.xtreme import UPOS_TAGS
   from xtreme_jax.runs import task_kinds, xtreme

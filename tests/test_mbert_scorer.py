@@ -7,7 +7,7 @@ import pytest
 
 from xtreme_jax import cli, errors
 from xtreme_jax.data import paths
-from xtreme_jax.data.mbert_data import MbertData
+from xtreme_jax.data.readers.mbert_data import MbertData
 from xtreme_jax.evaluation import mbert_scorer
 
 TIER = "unit"  # conftest.py: this file's tier

@@ -32,7 +32,7 @@ def test_correlation_is_pearson_with_its_p_value(tmp_path):
 
 def test_rows_of_a_run_compare_each_test_set_with_english_training_data():
   from xtreme_jax.data import paths
-  from xtreme_jax.data.mbert_data import MbertData
+  from xtreme_jax.data.readers.mbert_data import MbertData
   data = MbertData(data_dir=paths.sample_mbert_dir())
   got = overlap.rows(data, {"pos": {"en": 50.0, "de": 40.0, "es": 30.0}}, lambda t: t.split())
   assert [(r["language"], r["score"]) for r in got] == [("de", 40.0), ("es", 30.0)]  # English is not a target

@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 from xtreme_jax import errors, trees
-from xtreme_jax.data import conllu, parsing_features as pf, paths
-from xtreme_jax.data.mbert_data import MbertData
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.readers import conllu
+from xtreme_jax.data.features import parsing_features as pf
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers.mbert_data import MbertData
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.evaluation import parsing
 from xtreme_jax.registry.mbert import PARSING_TREEBANKS
 

@@ -1,11 +1,12 @@
-"""The parser's features (data/parsing_features.py): first subwords, padding, the paper's length thresholds."""
+"""The parser's features (data/features/parsing_features.py): first subwords, padding, the paper's length thresholds."""
 
 import numpy as np
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import parsing_features as pf, paths
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.features import parsing_features as pf
+from xtreme_jax.data import paths
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 
 TIER = "unit"  # conftest.py: this file's tier
 

@@ -8,7 +8,7 @@ import pytest
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
-from xtreme_jax.data import pretraining_corpora as pc
+from xtreme_jax.data.pretraining import pretraining_corpora as pc
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -58,7 +58,7 @@ def corpus(tmp_path):
 
 @pytest.fixture(scope="module")
 def sample_vocab():
-  from xtreme_jax.data.vocabularies import load_vocabulary
+  from xtreme_jax.data.vocab.vocabularies import load_vocabulary
   return load_vocabulary(paths.sample_vocab())
 
 

@@ -11,8 +11,8 @@ from test_pretraining_corpora import WordVocab, _unmask, _write
 
 import xtreme_tasks.pretraining as pt
 from xtreme_jax.data import paths
-from xtreme_jax.data import pretraining_corpora as pc
-from xtreme_jax.data import pretraining_streams as ps, stream_state
+from xtreme_jax.data.pretraining import pretraining_corpora as pc
+from xtreme_jax.data.pretraining import pretraining_streams as ps, stream_state
 
 TIER = "integration"  # conftest.py: this file's tier
 

@@ -10,10 +10,10 @@ import unicodedata
 import numpy as np
 import pytest
 
-from xtreme_jax.data import qa_features as Q
+from xtreme_jax.data.features import qa_features as Q
 from xtreme_jax.errors import ConfigError, DataError
-from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
-from xtreme_jax.data.vocabularies import WordPieceVocabulary, XlmrSentencePieceVocabulary
+from xtreme_jax.data.features.tagging_features import merge_window_predictions, tagging_windows
+from xtreme_jax.data.vocab.vocabularies import WordPieceVocabulary, XlmrSentencePieceVocabulary
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.text import locate_answer
 

@@ -5,7 +5,7 @@ import inspect
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import xtreme_readers, xtreme_tfds
+from xtreme_jax.data.readers import xtreme_readers, xtreme_tfds
 from xtreme_jax.evaluation import metrics, scorer
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, TaskSpec
 from xtreme_jax.runs import fine_tuning, recipes, xtreme as xtreme_run

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from xtreme_jax.data import paths
-from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax.data.readers import xtreme_readers as xr
 
 TIER = "unit"  # conftest.py: this file's tier
 

@@ -159,7 +159,7 @@ def test_a_bad_command_line_is_one_line(submission, capsys):
 
 
 def test_valid_values_are_the_readers_label_and_tag_sets():
-  from xtreme_jax.data import xtreme_readers as readers
+  from xtreme_jax.data.readers import xtreme_readers as readers
   assert scorer.VALID == {"xnli": set(readers.XNLI_LABELS), "pawsx": set(readers.PAWSX_LABELS),
                           "panx": set(readers.PANX_TAGS), "udpos": set(readers.UPOS_TAGS)}
 

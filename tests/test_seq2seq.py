@@ -217,7 +217,7 @@ def test_xlmr_baseline_assembly_copies_self_attention_and_starts_cross_attention
 
 
 def test_packed_pairs_get_the_logits_and_loss_they_get_alone():
-  from xtreme_jax.data.packing import pack_pairs
+  from xtreme_jax.data.features.packing import pack_pairs
   model = Seq2SeqModel(TINY, Seq2SeqConfig(decoder_layers=2), eos_id=EOS)
   pairs = [([5, 6, 7, 3], [11, 12, EOS]), ([8, 9, 3], [13, EOS]), ([10, 4, 4, 4, 3], [14, 15, 16, EOS])]
   rows = pack_pairs(pairs, source_len=8, target_len=6, pad_id=0)

@@ -8,7 +8,7 @@ import seqio
 
 import xtreme_tasks.pretraining  # noqa: F401  (registers the tasks)
 from xtreme_jax import errors
-from xtreme_jax.data.seq2seq_streams import SeqioSeq2SeqSource
+from xtreme_jax.data.pretraining.seq2seq_streams import SeqioSeq2SeqSource
 
 TIER = "integration"  # conftest.py: this file's tier
 

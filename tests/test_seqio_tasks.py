@@ -10,7 +10,7 @@ import pytest
 import seqio
 
 import xtreme_tasks.xtreme as xt
-from xtreme_jax.data import xtreme_readers as xr
+from xtreme_jax.data.readers import xtreme_readers as xr
 from xtreme_jax.registry import XTREME
 from xtreme_jax.runs.fine_tuning import SETTINGS, InLanguage
 

@@ -7,8 +7,9 @@ import gin
 import pytest
 
 from xtreme_jax import cli, errors
-from xtreme_jax.data import filter_pairs, paths
-from xtreme_jax.data.xtreme_data import XtremeData
+from xtreme_jax.data.filter import filter_pairs
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.evaluation import bleu
 from xtreme_jax.runs import translate
 

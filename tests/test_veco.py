@@ -12,7 +12,7 @@ import optax
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data.pretraining_corpora import PairFeatures
+from xtreme_jax.data.pretraining.pretraining_corpora import PairFeatures
 from xtreme_jax.models.veco import VecoModel
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
@@ -285,7 +285,7 @@ def test_veco_pretraining_resumes_to_identical_parameters(tmp_path):
   import dataclasses
 
   from xtreme_jax.data import paths
-  from xtreme_jax.data.pretraining_corpora import VecoPairSource
+  from xtreme_jax.data.pretraining.pretraining_corpora import VecoPairSource
   from xtreme_jax.training.optim import OptimizerConfig
   from xtreme_jax.training.partitioning import PartitionConfig
   from xtreme_jax.training.trainer import Trainer, TrainerConfig
@@ -330,7 +330,7 @@ def test_trainer_resumes_a_streamed_run_to_identical_parameters(tmp_path, monkey
   from test_pretraining_streams import _skips
 
   from xtreme_jax.data import paths
-  from xtreme_jax.data import pretraining_streams as ps
+  from xtreme_jax.data.pretraining import pretraining_streams as ps
   import dataclasses
   import json
   import logging

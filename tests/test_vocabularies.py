@@ -1,4 +1,4 @@
-"""Parity of `xtreme_jax.data.vocabularies` with the Hugging Face tokenizers.
+"""Parity of `xtreme_jax.data.vocab.vocabularies` with the Hugging Face tokenizers.
 
 Tiny WordPiece / SentencePiece vocabularies are built from inline multilingual
 text; every check compares our ids and strings with `transformers` tokenizers
@@ -25,8 +25,8 @@ from tokenizers import normalizers, pre_tokenizers
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
-from xtreme_jax.data import vocabularies as V
-from xtreme_jax.data.seqio_vocabulary import as_seqio
+from xtreme_jax.data.vocab import vocabularies as V
+from xtreme_jax.data.vocab.seqio_vocabulary import as_seqio
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -491,7 +491,7 @@ def test_wordpiece_and_sentencepiece_vocabularies_do_not_import_tensorflow(wordp
   """A run that builds no tf.data pipeline loads and uses its vocabulary without TensorFlow (or seqio)."""
   plain, saved, _ = wordpiece_checkpoints["uncased"]
   code = ("import sys\n"
-          "import xtreme_jax.data.vocabularies as v\n"
+          "import xtreme_jax.data.vocab.vocabularies as v\n"
           "assert all(v.load_vocabulary(p).encode('hello') for p in sys.argv[1:])\n"
           "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tensorflow_text', 'seqio'})\n"
           "assert not loaded, loaded\n")

@@ -3,7 +3,7 @@
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import wmt14
+from xtreme_jax.data.translation import wmt14
 
 TIER = "unit"  # conftest.py: this file's tier
 

@@ -1,4 +1,4 @@
-"""The streamed WMT14 training batches (`data/wmt14_batches.WmtStream`) on stand-in TFDS pairs."""
+"""The streamed WMT14 training batches (`data/translation/wmt14_batches.WmtStream`) on stand-in TFDS pairs."""
 
 import json
 
@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import paths, wmt14, wmt14_batches
-from xtreme_jax.data.packing import pack_pairs
+from xtreme_jax.data import paths
+from xtreme_jax.data.translation import wmt14, wmt14_batches
+from xtreme_jax.data.features.packing import pack_pairs
 
 TIER = "unit"  # conftest.py: this file's tier
 

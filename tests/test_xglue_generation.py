@@ -7,8 +7,9 @@ import pytest
 
 from conftest import TINY
 from xtreme_jax import errors
-from xtreme_jax.data import paths, xglue_readers
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xglue_readers
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.evaluation import bleu
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.registry import XGLUE

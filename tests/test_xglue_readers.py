@@ -6,7 +6,7 @@ import os
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import xglue_readers
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.registry import XGLUE
 
 TIER = "unit"  # conftest.py: this file's tier

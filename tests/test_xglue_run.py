@@ -14,7 +14,8 @@ import pytest
 
 from conftest import TINY
 from xtreme_jax import errors
-from xtreme_jax.data import paths, xglue_readers
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,
                                                RatingRegressionModel)

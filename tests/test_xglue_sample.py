@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from xtreme_jax.data import paths, xglue_readers
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 

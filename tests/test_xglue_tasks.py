@@ -8,7 +8,8 @@ import seqio
 import xtreme_tasks.xglue as xg
 from conftest import TINY
 from test_seqio_tasks import _examples  # the Task's rows as Python values
-from xtreme_jax.data import paths, xglue_readers
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.runs import xtreme

@@ -12,8 +12,10 @@ tfds = pytest.importorskip("tensorflow_datasets")
 from test_xtreme_tfds import NUM_EXAMPLES, _aligned_as_dataset  # noqa: E402  (the consistent mock)
 
 from xtreme_jax import cli, errors  # noqa: E402
-from xtreme_jax.data import paths, xtreme_data, xtreme_readers, xtreme_tfds, xtreme_translations  # noqa: E402
-from xtreme_jax.data.xtreme_data import XtremeData  # noqa: E402
+from xtreme_jax.data import paths  # noqa: E402
+from xtreme_jax.data.readers import xtreme_data, xtreme_readers, xtreme_tfds
+from xtreme_jax.data.translation import xtreme_translations
+from xtreme_jax.data.readers.xtreme_data import XtremeData  # noqa: E402
 from xtreme_jax.runs import xtreme  # noqa: E402
 
 TIER = "integration"  # conftest.py: this file's tier

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from xtreme_jax import errors
-from xtreme_jax.data import xtreme_readers as xr
-from xtreme_jax.data.classification_source import TsvClassificationSource
+from xtreme_jax.data.readers import xtreme_readers as xr
+from xtreme_jax.data.features.classification_source import TsvClassificationSource
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -285,7 +285,7 @@ def test_missing_file_names_path_and_how_to_get_data(tmp_path, task, lg, split, 
 
 
 def test_module_imports_no_jax_or_tensorflow():
-  code = ("import sys, xtreme_jax.data.xtreme_readers; "
+  code = ("import sys, xtreme_jax.data.readers.xtreme_readers; "
           "bad = [m for m in ('jax', 'tensorflow', 'tensorflow_datasets') if m in sys.modules]; "
           "assert not bad, bad")
   subprocess.run([sys.executable, "-c", code], check=True)

@@ -23,7 +23,8 @@ from conftest import TINY
 from test_gcs_paths import gcs  # noqa: F401  (fixture: gs:// served from a tmp folder)
 
 from xtreme_jax import atomic, cli, errors, fs, main
-from xtreme_jax.data import paths, xtreme_readers
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xtreme_readers
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import XTREME

@@ -17,8 +17,8 @@ tfds = pytest.importorskip("tensorflow_datasets")
 from tensorflow_datasets.testing.mocking import RandomFakeGenerator  # noqa: E402
 
 from xtreme_jax import errors  # noqa: E402
-from xtreme_jax.data import xtreme_readers as xr  # noqa: E402
-from xtreme_jax.data import xtreme_tfds as xt  # noqa: E402
+from xtreme_jax.data.readers import xtreme_readers as xr  # noqa: E402
+from xtreme_jax.data.readers import xtreme_tfds as xt  # noqa: E402
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -220,7 +220,7 @@ def test_unknown_names_list_the_valid_ones():
 
 
 def test_translation_table_mirrors_xtreme_translations():
-  xtr = pytest.importorskip("xtreme_jax.data.xtreme_translations")
+  xtr = pytest.importorskip("xtreme_jax.data.translation.xtreme_translations")
   assert xt.TRANSLATION_KINDS == xtr.KINDS
   theirs = {(task, kind) for kind in xtr.KINDS for task in xtr.tasks(kind)}
   assert set(xt.TRANSLATIONS) | xt.TRANSLATIONS_NOT_IN_TFDS == theirs
@@ -414,7 +414,7 @@ def test_translate_test_ids_checked_against_the_tfds_test_split(mocked, monkeypa
 
 
 def test_reading_tfds_is_quiet_but_actionable_warnings_pass(mocked, tmp_path, caplog):
-  from xtreme_jax.data import xtreme_data
+  from xtreme_jax.data.readers import xtreme_data
   from tensorflow_datasets.core.utils import tqdm_utils
   caplog.set_level(logging.DEBUG)
   caplog.set_level(logging.DEBUG, logger="absl")

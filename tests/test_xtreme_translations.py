@@ -14,7 +14,9 @@ import seqio
 
 import xtreme_tasks.xtreme as xt
 from xtreme_jax import cli, errors
-from xtreme_jax.data import paths, xtreme_readers as xr, xtreme_translations as tr
+from xtreme_jax.data import paths
+from xtreme_jax.data.readers import xtreme_readers as xr
+from xtreme_jax.data.translation import xtreme_translations as tr
 from xtreme_jax.runs import xtreme
 
 TIER = "integration"  # conftest.py: this file's tier

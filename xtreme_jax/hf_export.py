@@ -336,7 +336,7 @@ def tokenizer_files(vocabulary: str) -> dict:
 
 def _tokenizer(run_config: dict) -> tuple[dict, dict, str]:
   """(tokenizer files, bos / eos ids, what was found) of the run's vocabulary."""
-  from xtreme_jax.data.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
+  from xtreme_jax.data.vocab.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary = _vocabulary(run_config)
   if vocabulary is None:
     return {}, {}, "no tokenizer files (the run records no vocabulary)"

@@ -31,9 +31,9 @@ import os
 from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs, text
-from xtreme_jax.data.conll_ner import to_bio
-from xtreme_jax.data.mbert_data import MbertData
-from xtreme_jax.data.parsing_features import EVAL_MAX_WORDS
+from xtreme_jax.data.readers.conll_ner import to_bio
+from xtreme_jax.data.readers.mbert_data import MbertData
+from xtreme_jax.data.features.parsing_features import EVAL_MAX_WORDS
 from xtreme_jax.evaluation import metrics, parsing
 from xtreme_jax.registry.mbert import MBERT
 

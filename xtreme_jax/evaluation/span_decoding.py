@@ -1,7 +1,7 @@
 """SQuAD v1.1 answer decoding over doc-stride windows (as BERT's `run_squad.py`).
 
 Answers are cut from the original context with the windows' `token_to_char`
-offsets (see `xtreme_jax.data.qa_features`), so they are exact substrings of it.
+offsets (see `xtreme_jax.data.features.qa_features`), so they are exact substrings of it.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xtreme_jax import atomic, errors, fs, text
-from xtreme_jax.data import xglue_readers
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.evaluation import bleu, metrics
 from xtreme_jax.evaluation.scorer import SubmissionError, unknown_gold
 from xtreme_jax.registry import XGLUE, TaskSpec

@@ -5,7 +5,7 @@ Features (one window per sentence, `W` word slots):
 the position of each word's first subword, `word_mask` (W,) 1 for a word,
 `heads` (W,) the gold head of each word (0 the root, i the i-th word), `rels`
 (W,) its coarse relation id, and with gold POS (`num_upos`) `upos` (W,).
-A training sentence cut short (`data/parsing_features.py`) marks a word
+A training sentence cut short (`data/features/parsing_features.py`) marks a word
 whose head was cut away with head -1: it is read and can be a head, but
 adds nothing to the loss.
 

@@ -33,7 +33,7 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.seq2seq import Packing, Seq2SeqConfig, Seq2SeqNetwork
 
 Array = jax.Array
-# Packed rows (several pairs per row, `data/packing.py`) add these (batch, S) / (batch, T) features.
+# Packed rows (several pairs per row, `data/features/packing.py`) add these (batch, S) / (batch, T) features.
 PACKING_KEYS = ("input_segments", "input_positions", "target_segments", "target_positions")
 
 

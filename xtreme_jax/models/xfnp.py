@@ -1,6 +1,6 @@
 """xFNP pretraining (Unicoder, XGLUE): future n-gram prediction with ProphetNet's n-stream decoder.
 
-Batch (from the `pretrain_xfnp_*` seqio tasks, `data/denoising.py`):
+Batch (from the `pretrain_xfnp_*` seqio tasks, `data/pretraining/denoising.py`):
 
     input_ids, input_mask                     (batch, S)  the span-masked text
     targets, target_mask                      (batch, T)  the masked spans' original tokens, concatenated

@@ -2,7 +2,7 @@
 
 Each task trains on English and is evaluated zero-shot on every language;
 model selection on English dev. Layouts are the datasets' own file names
-under one data folder (`data/mbert_data.py` reads them):
+under one data folder (`data/readers/mbert_data.py` reads them):
 
 | task | languages | files |
 |---|---|---|
@@ -43,7 +43,7 @@ POS_LANGUAGES = {"bg": "Bulgarian", "da": "Danish", "de": "German", "en": "Engli
                  "hu": "Hungarian", "it": "Italian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
                  "ro": "Romanian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish"}
 # UD v2.2 treebanks of each language (folder, file prefix) for the parsing task, read as one (concatenated, in this
-# order; `data/mbert_data.py`): Ahmad et al. (2019)'s languages and treebanks (their Appendix; uclanlp/
+# order; `data/readers/mbert_data.py`): Ahmad et al. (2019)'s languages and treebanks (their Appendix; uclanlp/
 # CrossLingualDepParser, examples/run_more/prepare_data.py), which the mBERT paper's authors concatenate per
 # language (shijie-wu/crosslingual-nlp, example/surprising-mbert/README.md). The first names the language's files
 # (`TaskSpec.files`); Spanish lists AnCora, before this list the project's one Spanish treebank, first (Ahmad et

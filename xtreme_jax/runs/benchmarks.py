@@ -11,9 +11,9 @@ import os
 from typing import Any, Mapping, Optional, Sequence
 
 from xtreme_jax import errors, fs
-from xtreme_jax.data.mbert_data import MbertData
-from xtreme_jax.data.xglue_data import XglueData
-from xtreme_jax.data.xtreme_data import XtremeData
+from xtreme_jax.data.readers.mbert_data import MbertData
+from xtreme_jax.data.readers.xglue_data import XglueData
+from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.registry import MBERT, XGLUE, XTREME, BenchmarkSpec
 
 
@@ -120,7 +120,7 @@ class Xglue(Protocol):
   def check_plan(self, runner, plan, labels_dir):
     """Scoring XGLUE needs every language of a task (the official average is over all of them), each with a
     labelled ground-truth file for the predicted split (the release hides the test labels)."""
-    from xtreme_jax.data import xglue_readers
+    from xtreme_jax.data.readers import xglue_readers
     partial = {t: [lg for lg in runner.spec(t).test_languages if lg not in langs] for t, langs in plan.items()}
     partial = {t: lgs for t, lgs in partial.items() if lgs}
     errors.require(not partial, f"XGLUE scores a task over all its languages, but these are not predicted: {partial} "

@@ -2,7 +2,7 @@
 
 `Filter(base, settings, student)` wraps the task's own kind (`task_kinds`:
 pair classification, ranking as classification, tagging, span QA). Its
-examples are pairs (`data/filter_pairs.py`): {"id", "language", "source" (the
+examples are pairs (`data/filter/filter_pairs.py`): {"id", "language", "source" (the
 English record), "target" (the target-language record)}, in the readers'
 schemas. Each side is featurised by the base kind; the target's windows keep
 their names, the source's are prefixed `source_`. A target window j is paired
@@ -57,7 +57,7 @@ class FilterSettings:
   the student trains, so changing it keeps them.
   `english`: the English side of inference pairs, `translate_test` (XTREME's
   translate-test files) or `parallel` (the dataset's own parallel English,
-  as the released code uses for MLQA / XQuAD); see `data/filter_pairs.py`.
+  as the released code uses for MLQA / XQuAD); see `data/filter/filter_pairs.py`.
   `teachers`: how many teacher runs (seeds seed, seed + 1, ...) give the
   soft labels, their logits averaged as the authors' (the paper: 1).
   `train_teacher`: a student run trains its missing teacher first (one

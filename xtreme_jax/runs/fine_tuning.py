@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 from xtreme_jax import errors
-from xtreme_jax.data import xtreme_translations as translations
+from xtreme_jax.data.translation import xtreme_translations as translations
 from xtreme_jax.registry import XTREME
 from xtreme_jax.registry.spec import TaskSpec
 

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from xtreme_jax.data.sources import FeatureListSource
+from xtreme_jax.data.features.sources import FeatureListSource
 from xtreme_jax.runs import task_kinds
 from xtreme_jax.training.trainer import Trainer
 

@@ -7,7 +7,7 @@
    paragraphs of `languages` (default `MBERT_WILI_LABELS`: the languages of
    mBERT's pretraining data as WiLI labels) and, with `per_language`, the
    first that many of each;
-2. encodes the first two sentences of each paragraph (`data/mldoc.sentences`,
+2. encodes the first two sentences of each paragraph (`data/readers/mldoc.sentences`,
    fed as a pair) with the fixed encoder and represents the text at every
    layer (the embeddings and each Transformer layer) as a bag of words: the
    mean of that layer's subword states over the text (`[CLS]` / `[SEP]`
@@ -40,9 +40,9 @@ import numpy as np
 import optax
 
 from xtreme_jax import atomic, errors, fs
-from xtreme_jax.data.classification_source import encode_pair
-from xtreme_jax.data.mldoc import sentences
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.features.classification_source import encode_pair
+from xtreme_jax.data.readers.mldoc import sentences
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.evaluation import retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder

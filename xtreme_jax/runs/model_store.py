@@ -14,8 +14,9 @@ import jax
 import numpy as np
 
 from xtreme_jax import atomic, errors, fs
-from xtreme_jax.data import paths, xtreme_translations as translations
-from xtreme_jax.data.sources import FeatureListSource
+from xtreme_jax.data import paths
+from xtreme_jax.data.translation import xtreme_translations as translations
+from xtreme_jax.data.features.sources import FeatureListSource
 from xtreme_jax.runs import bookkeeping, filter_kinds, inference, soft_labels, task_kinds
 from xtreme_jax.runs.recipes import TaskSettings
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
@@ -212,7 +213,7 @@ class ModelStore:
     first, wanted = members[0].name, self.run.settings.train_languages
     languages = [lg for lg in dict.fromkeys(["en"] + [lg for t in members for lg in t.test_languages])
                  if wanted is None or lg in wanted]
-    from xtreme_jax.data import filter_pairs  # pylint: disable=g-import-not-at-top  (FILTER only)
+    from xtreme_jax.data.filter import filter_pairs  # pylint: disable=g-import-not-at-top  (FILTER only)
     missing = filter_pairs.left_out(first, self.run.data, languages, self.run.translations_dir)
     self._filter_sources[model] = tuple((first, lg, "filter_train") for lg in languages
                                         if lg not in missing and self.run.available(first, lg, "filter_train"))

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import jax
 
 from xtreme_jax import atomic, fs, text
-from xtreme_jax.data import xtreme_readers as readers, xtreme_translations as translations
+from xtreme_jax.data.readers import xtreme_readers as readers
+from xtreme_jax.data.translation import xtreme_translations as translations
 from xtreme_jax.runs import bookkeeping, inference
 from xtreme_jax.runs.model_store import selected
 from xtreme_jax.runs.recipes import RETRIEVAL_TASKS

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union
 
 from xtreme_jax import errors
-from xtreme_jax.data.xglue_data import XglueData
-from xtreme_jax.data.xtreme_data import XtremeData
+from xtreme_jax.data.readers.xglue_data import XglueData
+from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.data import paths
 from xtreme_jax.networks import layers
 from xtreme_jax.runs import bookkeeping

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data.classification_source import encode_pair
+from xtreme_jax.data.features.classification_source import encode_pair
 from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder

@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data import parsing_features
-from xtreme_jax.data.classification_source import encode_pair
-from xtreme_jax.data.qa_features import qa_windows
-from xtreme_jax.data.tagging_features import merge_window_predictions, tagging_windows
+from xtreme_jax.data.features import parsing_features
+from xtreme_jax.data.features.classification_source import encode_pair
+from xtreme_jax.data.features.qa_features import qa_windows
+from xtreme_jax.data.features.tagging_features import merge_window_predictions, tagging_windows
 from xtreme_jax.evaluation import bleu, metrics, parsing
 from xtreme_jax.evaluation.span_decoding import best_spans
 from xtreme_jax.models.classification import (ClassificationModel, MultiTaskClassificationModel,

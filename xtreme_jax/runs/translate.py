@@ -16,9 +16,9 @@
 
 `translate_task` (Gin `runs/translate_task.gin`, after a translation
 experiment) translates a benchmark task's file with such a run's model into
-the layout FILTER's pairs read (`data/filter_translations.py`).
+the layout FILTER's pairs read (`data/filter/filter_translations.py`).
 
-The training data is `data/wmt14_batches.WmtStream`: the TFDS training split
+The training data is `data/translation/wmt14_batches.WmtStream`: the TFDS training split
 streamed, tokenized and packed into token-count batches, resumable.
 """
 
@@ -30,8 +30,9 @@ import os
 from typing import Optional
 
 from xtreme_jax import atomic, errors
-from xtreme_jax.data import filter_translations, wmt14
-from xtreme_jax.data.wmt14_batches import WmtStream
+from xtreme_jax.data.filter import filter_translations
+from xtreme_jax.data.translation import wmt14
+from xtreme_jax.data.translation.wmt14_batches import WmtStream
 from xtreme_jax.evaluation import bleu
 from xtreme_jax.models.seq2seq import DecodeSettings, Seq2SeqModel
 from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
@@ -97,7 +98,7 @@ def translate_task(run_dir: str, model: Seq2SeqModel, data: WmtStream, task: str
                    data_dir: str, translations_dir: str, benchmark: str = "xtreme",
                    partition: PartitionConfig = PartitionConfig(), decode_batch: int = 32) -> str:
   """Translates one file of a benchmark task with the run's model into the folder FILTER reads translations
-  from (`data/filter_translations.py`): split `train` the English training file into `language`, dev / test
+  from (`data/filter/filter_translations.py`): split `train` the English training file into `language`, dev / test
   the `language` file into English. The model translates `data`'s direction, which must match."""
   source, target = ("en", language) if split == "train" else (language, "en")
   pair = wmt14.direction(data.direction)

@@ -17,7 +17,7 @@ import jax
 
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.data import paths
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec
 from xtreme_jax.runs import benchmarks, bookkeeping, fine_tuning, task_kinds
@@ -35,8 +35,8 @@ TASKS = XTREME.task_names
 
 
 def filter_pairs():
-  """`data/filter_pairs` (FILTER's paired data), imported when a FILTER setting reads pairs."""
-  from xtreme_jax.data import filter_pairs as module  # pylint: disable=g-import-not-at-top
+  """`data/filter/filter_pairs` (FILTER's paired data), imported when a FILTER setting reads pairs."""
+  from xtreme_jax.data.filter import filter_pairs as module  # pylint: disable=g-import-not-at-top
   return module
 
 
@@ -247,7 +247,7 @@ def xglue(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   layout whose `split` files carry labels: for dev, `data_dir` itself) the
   submission is scored as the official scorer does (`xglue_scorer`) and the
   report written. `translations_dir`: your translations of XGLUE's data, which
-  the FILTER settings pair with it (`data/filter_pairs.py`). The rest as
+  the FILTER settings pair with it (`data/filter/filter_pairs.py`). The rest as
   `xtreme`.
   """
   errors.require(split in ("dev", "test"), f"SPLIT={split!r}; expected 'dev' or 'test'")

@@ -31,11 +31,12 @@ from typing import Mapping, Optional
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data import paths, wmt14
-from xtreme_jax.data.packing import next_row
-from xtreme_jax.data.sources import IndexedSource, stack
-from xtreme_jax.data.stream_state import Stream, StreamedSource, stream_options
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data import paths
+from xtreme_jax.data.translation import wmt14
+from xtreme_jax.data.features.packing import next_row
+from xtreme_jax.data.features.sources import IndexedSource, stack
+from xtreme_jax.data.pretraining.stream_state import Stream, StreamedSource, stream_options
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 
 MODEL_KEYS = ("input_ids", "input_mask", "targets", "target_mask", "decoder_start", "input_segments",
               "input_positions", "target_segments", "target_positions")

@@ -7,7 +7,7 @@ with as many pairs as fit. Rows fill greedily in the pairs' order: a pair
 goes into the current row while both its source and its target still fit,
 else it opens the next row (a pair longer than a row is cut to it; a pair
 with an empty side is dropped). `next_row` builds one row from a stream of
-pairs (`data/wmt14_batches.py` streams the WMT14 training sets through it),
+pairs (`data/translation/wmt14_batches.py` streams the WMT14 training sets through it),
 `pack_pairs` all rows of a finite list. Each token carries its pair's segment id (1, 2, ... within the
 row; 0 = padding) and its position within its own source or target, the
 features `networks/seq2seq.Packing` masks attention with.

@@ -33,7 +33,7 @@ import os
 from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs, text
-from xtreme_jax.data.xtreme_readers import malformed
+from xtreme_jax.data.readers.xtreme_readers import malformed
 from xtreme_jax.registry.mbert import NER_TAGS as TAGS, NER_TYPES as TYPES
 
 DOCSTART = text.DOCSTART

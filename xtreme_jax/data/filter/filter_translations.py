@@ -31,7 +31,8 @@ import logging
 from typing import Callable, Sequence
 
 from xtreme_jax import atomic, errors, fs
-from xtreme_jax.data import filter_pairs, xglue_readers
+from xtreme_jax.data.filter import filter_pairs
+from xtreme_jax.data.readers import xglue_readers
 
 Translate = Callable[[Sequence[str]], Sequence[str]]
 

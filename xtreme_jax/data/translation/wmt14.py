@@ -29,7 +29,7 @@ import os
 from typing import Iterator, NamedTuple, Optional
 
 from xtreme_jax import errors, fs, text
-from xtreme_jax.data.xtreme_tfds import quiet_tfds
+from xtreme_jax.data.readers.xtreme_tfds import quiet_tfds
 
 BUILDER = "wmt14_translate"
 SPLITS = ("train", "validation", "test")

@@ -18,9 +18,10 @@ from typing import Optional
 import numpy as np
 
 from xtreme_jax import errors, fs, text
-from xtreme_jax.data import masking, paths
-from xtreme_jax.data.sources import IndexedSource
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.features import masking
+from xtreme_jax.data import paths
+from xtreme_jax.data.features.sources import IndexedSource
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 
 
 def _expand(patterns) -> list[str]:

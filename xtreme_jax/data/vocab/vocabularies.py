@@ -162,12 +162,12 @@ class Vocabulary:
 
   def encode_tf(self, s):
     """seqio's `encode_tf` (imports TensorFlow; see `seqio_vocabulary`)."""
-    from xtreme_jax.data.seqio_vocabulary import as_seqio
+    from xtreme_jax.data.vocab.seqio_vocabulary import as_seqio
     return as_seqio(self).encode_tf(s)
 
   def decode_tf(self, ids):
     """seqio's `decode_tf` (imports TensorFlow; see `seqio_vocabulary`)."""
-    from xtreme_jax.data.seqio_vocabulary import as_seqio
+    from xtreme_jax.data.vocab.seqio_vocabulary import as_seqio
     return as_seqio(self).decode_tf(ids)
 
   def _eq_key(self) -> tuple:

@@ -1,7 +1,7 @@
 """Features of the biaffine parser (`models/parser.py`): one window per sentence, words on their first subword.
 
 `parse_features(record, vocab, max_words, max_subwords, relations, upos)`
-turns a CoNLL-U record (`data/conllu.py`) into `input_ids, input_mask,
+turns a CoNLL-U record (`data/readers/conllu.py`) into `input_ids, input_mask,
 token_type_ids` (`[CLS] subwords [SEP]`, padded to `max_subwords`),
 `word_starts` / `word_mask` / `heads` / `rels` / `upos` (padded to
 `max_words`). A word that tokenizes to nothing gets one unk id.
@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data import conllu
+from xtreme_jax.data.readers import conllu
 from xtreme_jax.trees import coarse
 from xtreme_jax.registry.mbert import UD_RELATIONS
 

@@ -84,15 +84,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data.pretraining_corpora import (
+from xtreme_jax.data.pretraining.pretraining_corpora import (
   PairFeatures,
   adjacent_pairs,
   alternating_kind,
   language_sampling_probs,
   segment_document,
 )
-from xtreme_jax.data.sources import IndexedSource, stack
-from xtreme_jax.data.stream_state import READ_CHUNK, Stream, StreamedSource, describe_source, stream_options
+from xtreme_jax.data.features.sources import IndexedSource, stack
+from xtreme_jax.data.pretraining.stream_state import READ_CHUNK, Stream, StreamedSource, describe_source, stream_options
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -18,7 +18,7 @@ import os
 from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
-from xtreme_jax.data import xglue_readers
+from xtreme_jax.data.readers import xglue_readers
 from xtreme_jax.registry import XGLUE, BenchmarkSpec
 
 

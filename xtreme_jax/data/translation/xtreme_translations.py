@@ -65,7 +65,7 @@ import re
 from typing import Optional
 
 from xtreme_jax import errors, fs
-from xtreme_jax.data import xtreme_readers as readers
+from xtreme_jax.data.readers import xtreme_readers as readers
 
 KINDS = ("translate_train", "translate_dev", "translate_test", "pseudo_test")
 BUCKET = "gs://xtreme_translations"
@@ -189,8 +189,9 @@ def _missing(task: str, kind: str, path: str, translations_dir: str) -> errors.M
            f"(or pass translations_dir where your copy is).")
   else:
     how = (f"This path is defined by xtreme-jax (its name in {BUCKET}, if the bucket has it at all, is "
-           f"not known): put your translations there in the format of the xtreme_jax.data.xtreme_translations "
-           f"docstring. The bucket's files are fetched with `gsutil -m cp -r {BUCKET}/* {translations_dir}/`.")
+           f"not known): put your translations there in the format of the "
+           f"xtreme_jax.data.translation.xtreme_translations docstring. The bucket's files are fetched with "
+           f"`gsutil -m cp -r {BUCKET}/* {translations_dir}/`.")
   return errors.MissingInputError(f"{task} {kind}: expected file {path} does not exist. {how}")
 
 

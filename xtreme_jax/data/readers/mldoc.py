@@ -38,7 +38,7 @@ from typing import Optional
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
-from xtreme_jax.data.xtreme_readers import malformed, numbered_lines
+from xtreme_jax.data.readers.xtreme_readers import malformed, numbered_lines
 from xtreme_jax.registry.mbert import MLDOC_LABELS as LABELS, MLDOC_LANGUAGES
 
 PUNKT_DIR = paths.resources_dir("punkt_tab")

@@ -379,7 +379,7 @@ def _resolve_mask_id(mask_id, vocab) -> int:
   mask_id = _vocab_id(vocab, "mask_id") if mask_id is None else mask_id
   if mask_id is None:
     raise errors.ConfigError("no mask token id: pass mask_id, or give the `targets` feature a vocabulary with "
-                             "a mask token (xtreme_jax.data.seqio_vocabulary.as_seqio(vocab))")
+                             "a mask token (xtreme_jax.data.vocab.seqio_vocabulary.as_seqio(vocab))")
   return int(mask_id)
 
 

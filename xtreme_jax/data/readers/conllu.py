@@ -24,7 +24,7 @@ import os
 from typing import Optional
 
 from xtreme_jax import errors
-from xtreme_jax.data.xtreme_readers import numbered_lines
+from xtreme_jax.data.readers.xtreme_readers import numbered_lines
 from xtreme_jax.registry.xtreme import UPOS_TAGS
 
 FIELDS = 10

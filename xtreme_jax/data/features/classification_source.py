@@ -17,8 +17,8 @@ import numpy as np
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data import paths
-from xtreme_jax.data.sources import IndexedSource
-from xtreme_jax.data.vocabularies import load_vocabulary
+from xtreme_jax.data.features.sources import IndexedSource
+from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.text import read_utf8
 
 

@@ -48,8 +48,8 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from xtreme_jax import errors
-from xtreme_jax.data.sources import IndexedSource, stack
-from xtreme_jax.data.stream_state import READ_CHUNK, Stream, StreamedSource, describe_source, stream_options
+from xtreme_jax.data.features.sources import IndexedSource, stack
+from xtreme_jax.data.pretraining.stream_state import READ_CHUNK, Stream, StreamedSource, describe_source, stream_options
 
 OBJECTIVES = ("xdae", "xfnp")
 XFNP_TARGET_FEATURES = ("targets", "target_positions", "target_offsets", "decoder_inputs")

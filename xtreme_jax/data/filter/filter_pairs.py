@@ -53,7 +53,8 @@ import os
 from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs
-from xtreme_jax.data import xglue_readers, xtreme_readers, xtreme_translations as translations
+from xtreme_jax.data.readers import xglue_readers, xtreme_readers
+from xtreme_jax.data.translation import xtreme_translations as translations
 
 ENGLISH_SOURCES = ("translate_test", "parallel")
 # tasks whose dev / test records in every language translate the English records: by position, or (QA) by id
@@ -110,7 +111,7 @@ def _user_missing(task: str, path: str, what: str, language: str, split: str) ->
       f"{task}: {path} does not exist (the {what}, read as the other side of FILTER's pairs). Write it with a "
       f"translation run's model: xtreme-jax run --gin_file=<its experiment> --gin_file=runs/translate_task.gin "
       f"--gin.TASK=\"'{task}'\" --gin.LANGUAGE=\"'{language}'\" --gin.SPLIT=\"'{split}'\" (or with any MT system "
-      f"through xtreme_jax.data.filter_translations.write_translation)")
+      f"through xtreme_jax.data.filter.filter_translations.write_translation)")
 
 
 def has_training_pairs(task: str, data, language: str, translations_dir: Optional[str] = None) -> bool:

@@ -128,7 +128,8 @@ from typing import Any, Callable, Iterable, NamedTuple, Optional
 import numpy as np
 
 from xtreme_jax import errors, text
-from xtreme_jax.data import xtreme_readers as xr, xtreme_translations
+from xtreme_jax.data.readers import xtreme_readers as xr
+from xtreme_jax.data.translation import xtreme_translations
 from xtreme_jax.registry import XTREME
 from xtreme_jax.registry.xtreme import UPOS_TAGS
 
@@ -539,7 +540,7 @@ def translation_source(task: str, language: str, kind: str) -> TfdsSource:
     raise errors.ConfigError(f"unknown translation kind {kind!r}; valid kinds: {', '.join(TRANSLATION_KINDS)}")
   if (task, kind) in TRANSLATIONS_NOT_IN_TFDS:
     raise errors.ConfigError(f"TFDS has no {kind} data for {task} (no builder ships it); read it from disk with "
-                     f"xtreme_jax.data.xtreme_translations.read instead")
+                     f"xtreme_jax.data.translation.xtreme_translations.read instead")
   if (task, kind) not in TRANSLATIONS:
     have = sorted({t for t, k in TRANSLATIONS if k == kind})
     raise errors.ConfigError(f"no TFDS {kind} data for task {task!r}; tasks with {kind} in TFDS: "

@@ -2,9 +2,9 @@
 
 `MbertData(data_dir)` offers `read`, `location`, `available` like the other
 benchmarks' data objects. Records: MLDoc `{"id", "text_a", "text_b",
-"label"}` (`data/mldoc.py`), NER `{"id", "tokens", "tags"}` in BIO
-(`data/conll_ner.py`), POS `{"id", "tokens", "tags"}` with the UPOS tags of
-UD v1.4 (`data/conllu.py`), parsing the CoNLL-U records (`tokens`, `upos`,
+"label"}` (`data/readers/mldoc.py`), NER `{"id", "tokens", "tags"}` in BIO
+(`data/readers/conll_ner.py`), POS `{"id", "tokens", "tags"}` with the UPOS tags of
+UD v1.4 (`data/readers/conllu.py`), parsing the CoNLL-U records (`tokens`, `upos`,
 `heads`, `deprels`) of every UD v2.2 treebank of the language on disk, one
 after the other (`registry/mbert.PARSING_TREEBANKS`, the paper's
 concatenation; `concatenate_treebanks=False`: the first listed alone).
@@ -18,7 +18,7 @@ import os
 from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
-from xtreme_jax.data import conll_ner, conllu, mldoc
+from xtreme_jax.data.readers import conll_ner, conllu, mldoc
 from xtreme_jax.registry.mbert import MBERT, parsing_files
 from xtreme_jax.registry.spec import BenchmarkSpec
 

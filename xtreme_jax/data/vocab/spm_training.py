@@ -3,7 +3,7 @@
 Used to build the small vocabulary of the bundled sample; the same call
 makes a vocabulary for any tiny-model experiment:
 
-    python -m xtreme_jax.data.spm_training OUT_PREFIX VOCAB_SIZE FILE...
+    python -m xtreme_jax.data.vocab.spm_training OUT_PREFIX VOCAB_SIZE FILE...
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ import functools
 from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
-from xtreme_jax.data import xtreme_readers as readers, xtreme_tfds, xtreme_translations as translations
+from xtreme_jax.data.readers import xtreme_readers as readers, xtreme_tfds
+from xtreme_jax.data.translation import xtreme_translations as translations
 from xtreme_jax.registry import XTREME, BenchmarkSpec
 
 SOURCES = ("official", "tfds")

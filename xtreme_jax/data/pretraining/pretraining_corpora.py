@@ -61,7 +61,7 @@ the TLM features are filled but `tlm_masked_weights` is all zero.
 
 The features are built by `PairFeatures.pair_batch` (`pair_features`: one
 row), shared with the streaming source
-`xtreme_jax.data.pretraining_streams.SeqioPairSource` (seqio tasks, TFDS
+`xtreme_jax.data.pretraining.pretraining_streams.SeqioPairSource` (seqio tasks, TFDS
 corpora; memory bounded; a generator per row), which gives the same feature
 dict.
 """
@@ -80,8 +80,9 @@ from typing import Any
 import numpy as np
 
 from xtreme_jax import errors, text
-from xtreme_jax.data import masking, paths
-from xtreme_jax.data.sources import IndexedSource
+from xtreme_jax.data.features import masking
+from xtreme_jax.data import paths
+from xtreme_jax.data.features.sources import IndexedSource
 
 VECO_ALPHA = 0.5
 UNICODER_ALPHA = 0.3
@@ -315,7 +316,7 @@ def monolingual_segment_pairs(documents: list[list[str]], encode: Callable[[str]
 def load_vocab(vocabulary: Any, data_dir: str | None):
   """`vocabulary` itself, or the vocabulary stored at that path (relative to `data_dir`)."""
   if isinstance(vocabulary, str):
-    from xtreme_jax.data.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
+    from xtreme_jax.data.vocab.vocabularies import load_vocabulary  # pylint: disable=g-import-not-at-top
     return load_vocabulary(paths.resolve(data_dir, vocabulary))
   return vocabulary
 

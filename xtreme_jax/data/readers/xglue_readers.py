@@ -43,7 +43,7 @@ import os
 from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs, text
-from xtreme_jax.data.xtreme_readers import check_training_answers, malformed, numbered_lines, parse_squad
+from xtreme_jax.data.readers.xtreme_readers import check_training_answers, malformed, numbered_lines, parse_squad
 from xtreme_jax.registry import XGLUE, TaskSpec
 
 DOCSTART = text.DOCSTART

@@ -14,7 +14,7 @@ import seqio
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from xtreme_jax.data import vocabularies
+from xtreme_jax.data.vocab import vocabularies
 
 
 def _encode_py(vocab, s: tf.Tensor) -> tf.Tensor:

@@ -1,0 +1,2 @@
+"""Translation data: WMT14 (TFDS or text files) and its training batches, XTREME's translate-train /
+translate-test / pseudo-test files."""

@@ -1,0 +1,1 @@
+"""Vocabularies (WordPiece, SentencePiece, the HF tokenizers), their seqio adapter and SentencePiece training."""
