@@ -22,6 +22,11 @@ os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
 # the test modules from source again (collection: about 16 -> 11 s of CPU per process).
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+# The workers and subprocesses run without column positions in tracebacks: on CPython 3.11 formatting one parses
+# source with `ast`, and a background thread's traceback (orbax logs one when a run directory it writes into is
+# removed) racing the main thread's own `ast` use (gin's parser) raised "AST constructor recursion depth mismatch"
+# (CPython gh-106905).
+os.environ.setdefault("PYTHONNODEBUGRANGES", "1")
 
 import jax  # noqa: E402
 
