@@ -242,7 +242,7 @@ def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   # Everything is up to date: no model is loaded, no encoder built, nothing predicted, no file rewritten.
   refuse = lambda *args, **kwargs: pytest.fail("a finished prediction was recomputed")  # noqa: E731
   with monkeypatch.context() as m:
-    for owner, name in ((ModelStore, "_finetune"), (Predictions, "predict_language"),
+    for owner, name in ((ModelStore, "train"), (Predictions, "predict_language"),
                         (SentenceRetrieval, "run_language")):
       m.setattr(owner, name, refuse)
     m.setattr(SentenceRetrieval, "encoder_params", property(refuse))
@@ -258,7 +258,7 @@ def test_rerun_keeps_finished_predictions(quickstart, monkeypatch, tmp_path):
   (copy / "submission" / "tatoeba" / "test-de.tsv").unlink()
   (copy / "submission" / "bucc2018" / "test-fr.tsv").write_text("fr-000001\ten-000001\n")
   calls = []
-  monkeypatch.setattr(ModelStore, "_finetune", lambda self, task, name, *a: calls.append(name) or (0, 0))
+  monkeypatch.setattr(ModelStore, "train", lambda self, task, name, *a, **k: calls.append(name) or (0, 0))
   monkeypatch.setattr(Predictions, "predict_language", lambda self, task, lg, pseudo=False: calls.append((task, lg)))
   monkeypatch.setattr(SentenceRetrieval, "run_language", lambda self, task, lg: calls.append((task, lg)))
   rc, out = _run(f"--gin.RUN_DIR='{copy}'", "--gin.LABELS_DIR=None")
