@@ -33,10 +33,12 @@ def stream_options():
 
 
 def b64(data: bytes) -> str:
+  """`data` as ASCII text (JSON-safe)."""
   return base64.b64encode(data).decode("ascii")
 
 
 def unb64(text: str) -> bytes:
+  """The bytes of `b64`'s text."""
   return base64.b64decode(text.encode("ascii"), validate=True)
 
 
@@ -197,6 +199,7 @@ class StreamedSource:
     return {}
 
   def _at(self, position: int, host_index: int, host_count: int) -> None:
+    """Seeks before batch `position` unless the streams are there already."""
     if self._state["host"] != (host_index, host_count) or self._state["position"] != position:
       self._seek(position, host_index, host_count)
 
