@@ -376,3 +376,24 @@ def test_activation_constraints_reach_the_compiled_step(tmp_path):
   constraints = [line for line in text.splitlines() if "sharding_constraint" in line]
   assert any('[{"data"}, {}, {"model"}, {}]' in line for line in constraints), constraints[:5]
   assert any('[{"data"}, {}, {}]' in line for line in constraints)  # (batch, length, embed)
+
+
+def test_closing_a_checkpointer_waits_for_orbax_start_up_clean_up(tmp_path, monkeypatch):
+  """orbax starts a thread that cleans up unfinished folders when a manager is made, and its own close() does not
+  wait for it: a run stopped before its first save must not leave that thread scanning a folder removed next."""
+  import asyncio
+  import threading
+
+  from orbax.checkpoint import checkpoint_manager
+
+  original = checkpoint_manager.temporary_paths.cleanup_temporary_paths
+  done = threading.Event()
+
+  async def slow(*args, **kwargs):
+    await asyncio.sleep(0.5)
+    await original(*args, **kwargs)
+    done.set()
+
+  monkeypatch.setattr(checkpoint_manager.temporary_paths, "cleanup_temporary_paths", slow)
+  checkpoints.Checkpointer(str(tmp_path / "checkpoints"), every=1, keep=1).close()
+  assert done.is_set()

@@ -356,6 +356,18 @@ class HostStateRestore(ocp.args.CheckpointArgs):
   pass
 
 
+def close_manager(manager: ocp.CheckpointManager) -> None:
+  """Waits for `manager`'s writes and its start-up clean-up of unfinished folders, then closes it. orbax's own
+  `close` does not wait for that clean-up (a thread started by the constructor and awaited only before a save or
+  a restore): a run stopped before either would leave it scanning a run directory that a failed start then
+  removes, and its traceback, logged from that thread, raced the main thread's `ast` use on CPython 3.11."""
+  manager.wait_until_finished()
+  await_cleanup = getattr(manager, "_maybe_await_cleanup_tmp_directory", None)  # orbax 0.11-0.12's name
+  if await_cleanup is not None:
+    await_cleanup()
+  manager.close()
+
+
 def _manager(directory: str, keep: Optional[int], items: tuple) -> ocp.CheckpointManager:
   directory = fs.abspath(directory)
   check_remote_checkpoints(directory)
@@ -453,8 +465,7 @@ class Checkpointer:
     self.manager.wait_until_finished()
 
   def close(self) -> None:
-    self.manager.wait_until_finished()
-    self.manager.close()
+    close_manager(self.manager)
 
 
 class BestParams:
@@ -507,5 +518,4 @@ class BestParams:
 
   def close(self) -> None:
     if self._manager is not None:
-      self._manager.wait_until_finished()
-      self._manager.close()
+      close_manager(self._manager)
