@@ -27,7 +27,8 @@ from xtreme_jax.training.checkpoints import (FINGERPRINT_VERSION, ForeignRunDire
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.partitioning import PartitionConfig
 from xtreme_jax.training.progress import format_scores, window_means
-from xtreme_jax.training.trainer import NonFiniteLossError, Preempted, TrainerConfig, stop_signals
+from xtreme_jax.training.stopping import NonFiniteLossError, Preempted, stop_signals
+from xtreme_jax.training.trainer import TrainerConfig
 
 TIER = "integration"  # conftest.py: this file's tier
 

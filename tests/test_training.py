@@ -17,7 +17,8 @@ from xtreme_jax.training import checkpoints, partitioning
 from xtreme_jax.training.checkpoints import ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training.optim import OptimizerConfig, freeze_bottom, make_optimizer
 from xtreme_jax.training.partitioning import PartitionConfig
-from xtreme_jax.training.trainer import NonFiniteLossError, PlateauSchedule, Trainer, TrainerConfig
+from xtreme_jax.training.stopping import NonFiniteLossError, PlateauSchedule
+from xtreme_jax.training.trainer import Trainer, TrainerConfig
 
 TIER = "integration"  # conftest.py: this file's tier
 

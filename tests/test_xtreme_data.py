@@ -16,7 +16,7 @@ from xtreme_jax.data import paths  # noqa: E402
 from xtreme_jax.data.readers import xtreme_data, xtreme_readers, xtreme_tfds
 from xtreme_jax.data.translation import xtreme_translations
 from xtreme_jax.data.readers.xtreme_data import XtremeData  # noqa: E402
-from xtreme_jax.runs import xtreme  # noqa: E402
+from xtreme_jax.runs import run_checks  # noqa: E402
 
 TIER = "integration"  # conftest.py: this file's tier
 
@@ -100,7 +100,7 @@ def test_tfds_not_prepared_is_unavailable(tmp_path):
   data = XtremeData("tfds", str(tmp_path))
   assert not data.available("panx", "de", "test")
   with pytest.raises(FileNotFoundError, match="no test set for any language in the tfds data"):
-    xtreme.test_languages("panx", data, None)
+    run_checks.test_languages("panx", data, None)
 
 
 def test_seqio_tasks_follow_the_data_source(mocked):
@@ -153,4 +153,4 @@ def test_run_mode_on_tfds(tmp_path, mocked):
   assert config["translations"] == [XtremeData("tfds", None).location("xnli", "de", "translate_train")]
   assert config["translations"][0].startswith("tfds:xtreme_xnli")
   with pytest.raises(ValueError, match="bucc2018 cannot run on TFDS"):
-    xtreme.test_languages("bucc2018", XtremeData("tfds", None), None)
+    run_checks.test_languages("bucc2018", XtremeData("tfds", None), None)

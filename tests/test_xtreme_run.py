@@ -28,7 +28,7 @@ from xtreme_jax.data.readers import xtreme_readers
 from xtreme_jax.evaluation import scorer
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.registry import XTREME
-from xtreme_jax.runs import bookkeeping, inference, model_store, recipes, sentence_retrieval, task_kinds, xtreme
+from xtreme_jax.runs import bookkeeping, inference, model_store, recipes, run_checks, sentence_retrieval, task_kinds, xtreme
 from xtreme_jax.runs.model_store import ModelStore
 from xtreme_jax.runs.predictions import Predictions
 from xtreme_jax.runs.sentence_retrieval import SentenceRetrieval
@@ -91,7 +91,7 @@ def test_quickstart_runs_the_whole_benchmark(quickstart):
   scores = json.loads((run_dir / "scores.json").read_text())
   assert set(scores["tasks"]) == set(xtreme.TASKS) and not scores["missing_tasks"]
   for task in xtreme.TASKS:
-    langs = xtreme.test_languages(task, paths.sample_xtreme_dir(), None)
+    langs = run_checks.test_languages(task, paths.sample_xtreme_dir(), None)
     assert sorted(scores["tasks"][task]["languages"]) == sorted(langs)
     for lg in langs:
       suffix = "json" if task in ("xquad", "mlqa", "tydiqa") else "tsv"
@@ -827,13 +827,13 @@ def test_user_errors_are_one_line_before_any_training(tmp_path, capsys, binding,
 # -- test languages, training sets ------------------------------------------------------------
 
 def test_test_languages_found_on_disk_and_validated():
-  assert xtreme.test_languages("xnli", paths.sample_xtreme_dir(), None) == ["ar", "de", "en", "hi", "ru", "zh"]
+  assert run_checks.test_languages("xnli", paths.sample_xtreme_dir(), None) == ["ar", "de", "en", "hi", "ru", "zh"]
   with pytest.raises(errors.ConfigError, match=r"xnli: unknown language\(s\) \['xx'\]; valid: \['ar'"):
-    xtreme.test_languages("xnli", paths.sample_xtreme_dir(), ["xx"])
+    run_checks.test_languages("xnli", paths.sample_xtreme_dir(), ["xx"])
   with pytest.raises(errors.ConfigError, match=r"LANGUAGES\['xnli'\]='de'; expected a list"):
-    xtreme.test_languages("xnli", paths.sample_xtreme_dir(), "de")
+    run_checks.test_languages("xnli", paths.sample_xtreme_dir(), "de")
   with pytest.raises(errors.MissingInputError, match="no test set for any language"):
-    xtreme.test_languages("xnli", "/nonexistent", None)
+    run_checks.test_languages("xnli", "/nonexistent", None)
 
 
 @pytest.mark.parametrize("setting,task,lang,expected", [

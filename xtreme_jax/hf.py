@@ -372,6 +372,34 @@ def load_with_report(src: str, *, scan_layers: bool = False,
   table = [row for row in _table(config, family) if row[1] in expected]
   assert {o for _, o, _ in table} == set(expected), "mapping table out of sync with TransformerEncoder"
 
+  flat, used, missing, misshaped, absent = _converted(table, expected, sd, orig)
+  report = LoadReport(source=path, files=files, model_type=hf_config["model_type"])
+  for part, rows in absent.items():
+    n_rows = sum(o.split("/")[0] == part for _, o, _ in table)
+    if len(rows) == n_rows:  # wholly absent: initialise afresh
+      report.fresh.append(part)
+      flat.update({ours: _fresh(ours, shape) for _, _, ours, shape in rows})
+    else:
+      missing += rows
+
+  report.ignored, unexpected = _leftovers(sd, used, orig)
+  if missing or unexpected or misshaped:
+    groups = [("missing", [f"{hf_name(h)} expected {w}" for h, w, _, _ in missing]),
+              ("unexpected", unexpected), ("mis-shaped", misshaped)]
+    raise CheckpointMismatchError(
+        f"checkpoint {path} does not match its {hf_config['model_type']} config: {_listing(groups)}")
+
+  for part in report.fresh:
+    logger.info("%s: no %s weights in the checkpoint; freshly initialised", path, part)
+  params = nested.unflatten(flat, "/")
+  if scan_layers:
+    config, params = _scanned(config, params)
+  return config, params, report
+
+
+def _converted(table: list, expected: dict, sd: dict, orig: dict) -> tuple[dict, set, list, list, dict]:
+  """The checkpoint's arrays (`sd`) in our layout by the mapping `table`: (our flat parameters, the names used,
+  missing rows, mis-shaped lines, the absent rows of each optional part)."""
   flat, used, missing, misshaped = {}, set(), [], []
   absent = {part: [] for part in _OPTIONAL}
   for hf, ours, conv in table:
@@ -386,42 +414,31 @@ def load_with_report(src: str, *, scan_layers: bool = False,
       misshaped.append(f"{orig[hf]}: checkpoint {tuple(sd[hf].shape)}, expected {want}")
     else:
       flat[ours] = conv.convert(sd[hf], shape)
+  return flat, used, missing, misshaped, absent
 
-  report = LoadReport(source=path, files=files, model_type=hf_config["model_type"])
-  for part, rows in absent.items():
-    n_rows = sum(o.split("/")[0] == part for _, o, _ in table)
-    if len(rows) == n_rows:  # wholly absent: initialise afresh
-      report.fresh.append(part)
-      flat.update({ours: _fresh(ours, shape) for _, _, ours, shape in rows})
-    else:
-      missing += rows
 
-  unexpected = []
+def _leftovers(sd: dict, used: set, orig: dict) -> tuple[list, list]:
+  """The checkpoint's arrays the table did not use: (ignored: known extras and duplicates of the head's bias;
+  unexpected: the others, with their shapes)."""
+  ignored, unexpected = [], []
   for n in sorted(set(sd) - used):
     head_bias = _DUPLICATE_BIAS.get(n)
     if any(re.search(p, n) for p in _IGNORABLE) or (
         head_bias in sd and sd[head_bias].shape == sd[n].shape and np.array_equal(sd[head_bias], sd[n])):
-      report.ignored.append(orig[n])
+      ignored.append(orig[n])
     else:
       unexpected.append(f"{orig[n]} {tuple(sd[n].shape)}")
+  return ignored, unexpected
 
-  if missing or unexpected or misshaped:
-    groups = [("missing", [f"{hf_name(h)} expected {w}" for h, w, _, _ in missing]),
-              ("unexpected", unexpected), ("mis-shaped", misshaped)]
-    raise CheckpointMismatchError(
-        f"checkpoint {path} does not match its {hf_config['model_type']} config: {_listing(groups)}")
 
-  for part in report.fresh:
-    logger.info("%s: no %s weights in the checkpoint; freshly initialised", path, part)
-  params = nested.unflatten(flat, "/")
-  if scan_layers:
-    config = config.replace(scan_layers=True)
-    params["encoder"] = jax.tree_util.tree_map(
-        np.asarray, stack_layer_params(params["encoder"], config.num_layers))
-    want_shapes = jax.tree_util.tree_map(lambda s: tuple(s.shape), abstract_params(config))
-    got_shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), params)
-    assert want_shapes == got_shapes, "scanned layout does not match TransformerEncoder"
-  return config, params, report
+def _scanned(config: TransformerConfig, params: dict) -> tuple[TransformerConfig, dict]:
+  """The parameters with the encoder's layers stacked for `scan_layers`."""
+  config = config.replace(scan_layers=True)
+  params["encoder"] = jax.tree_util.tree_map(np.asarray, stack_layer_params(params["encoder"], config.num_layers))
+  want_shapes = jax.tree_util.tree_map(lambda s: tuple(s.shape), abstract_params(config))
+  got_shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), params)
+  assert want_shapes == got_shapes, "scanned layout does not match TransformerEncoder"
+  return config, params
 
 
 def _tied(config: TransformerConfig, sd: dict, family: str, orig: dict) -> bool:

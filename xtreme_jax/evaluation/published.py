@@ -1,4 +1,5 @@
-"""Published scores of the models the papers report, to show beside a run's own (`report`).
+"""Published scores of the models the papers report, and the report section that shows them beside a run's own
+(`published_section`).
 
 Each file of `resources/published/` holds one model's scores on one benchmark
 from one source, copied by hand from what the source shows:
@@ -22,10 +23,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
+from xtreme_jax.evaluation import metrics
+from xtreme_jax.evaluation.tables import METRIC_LABEL, fmt, markdown, mean, ordered_languages
 from xtreme_jax.registry import BENCHMARKS
 
 SOURCE_KEYS = ("citation", "table", "read_from")  # every source names these (non-empty)
@@ -80,3 +83,34 @@ def citation_line(index: int, entry: Mapping) -> str:
   row = f", row '{s['row']}'" if s.get("row") else ""
   note = f" {s['note']}" if s.get("note") else ""
   return f"{label(index)} {s['citation']}: {s['table']}{row}; read from {s['read_from']}.{note}"
+
+
+def published_section(entries: Sequence[Mapping], tasks: Sequence[str], yours) -> str:
+  """The papers' scores of the run's model (`entries`, from `published.for_run`) beside the run's on `tasks`:
+  a table of task means, one per task with per-language numbers where the source gives them, then the sources.
+  `yours(task, metric)` is the run's {language: score, 0-100}; "" when no entry covers a task of the run."""
+  entries = [e for e in entries if any(task in e["tasks"] for task in tasks)]  # numbered [1], [2], ... as cited
+  rows, per_language = [], []
+  for task in tasks:
+    for i, entry in enumerate(entries):
+      for metric, scores in entry["tasks"].get(task, {}).items():
+        mine = yours(task, metric)
+        shown = f"{fmt(mean(mine.values()))} ({len(mine)})" if mine else "-"
+        rows.append([task, METRIC_LABEL.get(metric, metric), shown, fmt(scores.get("avg")), label(i)])
+        if scores.get("languages"):
+          per_language.append((task, metric, i, mine, scores))
+  if not rows:
+    return ""
+  parts = ["## Published scores",
+           "The papers' scores of this model (sources below) beside this run's: yours is the mean over the "
+           "languages scored here (their number in brackets), the published one over the task's languages.",
+           markdown(["Task", "Metric", "Yours", "Published", "Source"], ["---", "---", "---:", "---:", "---"], rows)]
+  for task, metric, i, mine, scores in per_language:
+    langs = ordered_languages(task if task in metrics.TASK_METRIC else None, [*scores["languages"], *mine])
+    name = METRIC_LABEL.get(metric, metric)
+    parts += [f"### {task}: {name} per language {label(i)}",
+              markdown(["", *langs], ["---"] + ["---:"] * len(langs),
+                       [["yours", *(fmt(mine.get(lg)) for lg in langs)],
+                        [f"published {label(i)}", *(fmt(scores["languages"].get(lg)) for lg in langs)]])]
+  parts.append("\n".join(f"- {citation_line(i, entry)}" for i, entry in enumerate(entries)))
+  return "\n\n".join(parts)

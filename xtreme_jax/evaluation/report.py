@@ -27,9 +27,9 @@ and, optionally (rendered when present), what the runner knows of its models:
 * `finetuning_table` / `retrieval_lines`: the models (selected step or
   "final", train accuracy, the loss smoothed over the last 10% of the steps)
   and the retrieval embeddings (layer, pooling, maximum length).
-* `published_section`: with `results["published"]` (entries of
-  `published.for_run`), the papers' scores of the run's model beside the
-  run's own, each source named.
+* with `results["published"]` (entries of `published.for_run`), the
+  papers' scores of the run's model beside the run's own, each source named
+  (`published.published_section`).
 * `mark_not_in_data`: a missing language whose test data is not on disk (a
   sample without it) reads "not in the data", not "no prediction file".
 * `plot_task`: bar chart of one task's score per language, grouped and
@@ -51,12 +51,10 @@ import os
 from typing import Mapping, Optional, Sequence
 
 from xtreme_jax import atomic, fs
-from xtreme_jax.evaluation import metrics, plots
+from xtreme_jax.evaluation import metrics, plots, published
+from xtreme_jax.evaluation.tables import ENGLISH, METRIC_LABEL, fmt, markdown, mean, ordered_languages
 
-ENGLISH = "en"
 QA_ROW = "F1 / EM"
-# Display name of each `metrics.TASK_METRIC` value (the task's score).
-SCORE_LABEL = {"accuracy": "Acc.", "f1": "F1", "em_f1": "(EM + F1) / 2"}
 # Rows of each task's table: (label, metric key); `None` is the QA "F1 / EM" cell.
 # Rows whose metric no language has are left out (e.g. BUCC without P / R).
 _QA_ROWS = ((QA_ROW, None), ("(EM + F1) / 2", "em_f1"))
@@ -90,15 +88,6 @@ def _check_task(task: str) -> None:
     raise ValueError(f"unknown task {task!r}; known: {list(metrics.TASK_METRIC)}")
 
 
-def _fmt(value: Optional[float]) -> str:
-  return "-" if value is None else f"{value:.1f}"
-
-
-def _mean(values: Sequence[float]) -> Optional[float]:
-  values = list(values)
-  return sum(values) / len(values) if values else None
-
-
 def _as_metrics(task: str, result) -> dict:
   """A language's metrics dict; a bare float is the task's score."""
   if isinstance(result, Mapping):
@@ -113,24 +102,9 @@ def _score(task: str, result) -> float:
   return metrics.language_score(task, result)
 
 
-def ordered_languages(task: Optional[str], languages: Sequence[str]) -> list[str]:
-  """English first, then the task's benchmark order, then the others as given."""
-  benchmark = metrics.TASK_LANGUAGES.get(task, ()) if task else ()
-  present = list(dict.fromkeys(languages))
-  known = [lg for lg in benchmark if lg in present and lg != ENGLISH]
-  extra = [lg for lg in present if lg not in benchmark and lg != ENGLISH]
-  return ([ENGLISH] if ENGLISH in present else []) + known + extra
-
-
 def score_label(task: str) -> str:
   """Display name of the task's score ("Acc.", "F1", "(EM + F1) / 2"; udpos: leaderboard F1)."""
-  return "F1 (leaderboard)" if task == "udpos" else SCORE_LABEL[metrics.TASK_METRIC[task]]
-
-
-def _markdown(header: Sequence[str], align: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-  lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
-  lines += ["| " + " | ".join(row) + " |" for row in rows]
-  return "\n".join(lines)
+  return "F1 (leaderboard)" if task == "udpos" else METRIC_LABEL[metrics.TASK_METRIC[task]]
 
 
 def _normalise(results: Mapping) -> Mapping:
@@ -221,18 +195,18 @@ def markdown_task_table(task: str, per_language_metrics: Mapping[str, object]) -
       have = [lg for lg in languages if "f1" in per_language[lg] and "exact_match" in per_language[lg]]
       if not have:
         continue
-      cells = [f"{_fmt(per_language[lg]['f1'])} / {_fmt(per_language[lg]['exact_match'])}"
+      cells = [f"{fmt(per_language[lg]['f1'])} / {fmt(per_language[lg]['exact_match'])}"
                if lg in have else "-" for lg in languages]
-      avg = (f"{_fmt(_mean([per_language[lg]['f1'] for lg in have]))} / "
-             f"{_fmt(_mean([per_language[lg]['exact_match'] for lg in have]))}")
+      avg = (f"{fmt(mean([per_language[lg]['f1'] for lg in have]))} / "
+             f"{fmt(mean([per_language[lg]['exact_match'] for lg in have]))}")
     else:
       have = [lg for lg in languages if key in per_language[lg]]
       if not have or (key == "em_f1" and not qa_bare):
         continue
-      cells = [_fmt(per_language[lg][key]) if lg in have else "-" for lg in languages]
-      avg = _fmt(_mean([per_language[lg][key] for lg in have]))
+      cells = [fmt(per_language[lg][key]) if lg in have else "-" for lg in languages]
+      avg = fmt(mean([per_language[lg][key] for lg in have]))
     rows.append([label, *cells, avg])
-  return _markdown(["Metric", *languages, "avg"], ["---"] + ["---:"] * (len(languages) + 1), rows)
+  return markdown(["Metric", *languages, "avg"], ["---"] + ["---:"] * (len(languages) + 1), rows)
 
 
 def not_scored_line(missing: Mapping[str, str], task: Optional[str] = None) -> str:
@@ -281,17 +255,16 @@ def transfer_gaps(results: Mapping) -> dict[str, dict]:
     scores = _gap_scores(task, tasks[task]["languages"])
     others = [s for lg, s in scores.items() if lg != ENGLISH]
     en = scores.get(ENGLISH)
-    mean = _mean(others)
     gap = metrics.transfer_gap(scores, ENGLISH) if en is not None and others else None
-    out[task] = {"en": en, "non_en_mean": mean, "gap": gap, "n_non_en": len(others)}
+    out[task] = {"en": en, "non_en_mean": mean(others), "gap": gap, "n_non_en": len(others)}
   return out
 
 
 def transfer_gap_table(results: Mapping) -> str:
   """Tasks as rows: English score, mean of the non-English languages, gap (en minus mean)."""
-  rows = [[task, gap_label(task), _fmt(g["en"]), _fmt(g["non_en_mean"]), _fmt(g["gap"])]
+  rows = [[task, gap_label(task), fmt(g["en"]), fmt(g["non_en_mean"]), fmt(g["gap"])]
           for task, g in transfer_gaps(results).items()]
-  return _markdown(["Task", "Metric", "en", "Non-en mean", "Gap"], ["---", "---", "---:", "---:", "---:"], rows)
+  return markdown(["Task", "Metric", "en", "Non-en mean", "Gap"], ["---", "---", "---:", "---:", "---:"], rows)
 
 
 def summary_table(results: Mapping) -> str:
@@ -311,12 +284,12 @@ def summary_table(results: Mapping) -> str:
     incomplete |= not t["complete"]
     absent = sum(reason == NOT_IN_DATA for reason in t["missing"].values())
     counted = f"{len(t['languages'])}/{n_total}" + (f" ({absent} not in the data)" if absent else "")
-    rows.append([task, score_label(task), counted, _fmt(t["score"]) + mark])
+    rows.append([task, score_label(task), counted, fmt(t["score"]) + mark])
   for category, score in results.get("categories", {}).items():
-    rows.append([f"*{CATEGORY_LABEL.get(category, category)}*", "", "", _fmt(score)])
+    rows.append([f"*{CATEGORY_LABEL.get(category, category)}*", "", "", fmt(score)])
   if results.get("overall") is not None:
-    rows.append(["**Overall**", "", "", f"**{_fmt(results['overall'])}**"])
-  text = _markdown(["Task", "Metric", "Languages", "Score"], ["---", "---", "---:", "---:"], rows)
+    rows.append(["**Overall**", "", "", f"**{fmt(results['overall'])}**"])
+  text = markdown(["Task", "Metric", "Languages", "Score"], ["---", "---", "---:", "---:"], rows)
   if incomplete:
     text += "\n\n\\* incomplete: mean over the languages present only; not used in categories or overall."
   if results.get("missing_tasks"):
@@ -339,7 +312,7 @@ def last_loss(history: Sequence[Sequence[float]]) -> Optional[float]:
   if not history:
     return None
   start = (1 - LAST_LOSS_SHARE) * float(history[-1][0])
-  return _mean([float(loss) for step, loss in history if float(step) >= start])
+  return mean([float(loss) for step, loss in history if float(step) >= start])
 
 
 def finetuning_table(runs: Mapping[str, Mapping]) -> str:
@@ -347,10 +320,10 @@ def finetuning_table(runs: Mapping[str, Mapping]) -> str:
   over the last 10% of the steps (`last_loss`: one noisy batch does not decide it)."""
   losses = {name: last_loss(run.get("history") or []) for name, run in runs.items()}
   rows = [[name, str(run.get("task", "-")), str(run.get("train_steps", "-")), _selected(run),
-           _fmt(run.get("train_accuracy")), "-" if losses[name] is None else f"{losses[name]:.3f}"]
+           fmt(run.get("train_accuracy")), "-" if losses[name] is None else f"{losses[name]:.3f}"]
           for name, run in runs.items()]
-  return _markdown(["Model", "Task", "Steps", "Selected step", "Train acc.", "Loss (last 10%)"],
-                   ["---", "---", "---:", "---", "---:", "---:"], rows)
+  return markdown(["Model", "Task", "Steps", "Selected step", "Train acc.", "Loss (last 10%)"],
+                  ["---", "---", "---:", "---", "---:", "---:"], rows)
 
 
 def retrieval_lines(retrieval: Mapping[str, Mapping]) -> str:
@@ -497,28 +470,24 @@ def settings_table(by_setting: Mapping[str, Mapping]) -> str:
   for task in dict.fromkeys(t for per_task in scores.values() for t in per_task):
     langs = ordered_languages(task if task in metrics.TASK_LANGUAGES else None,
                               [lg for per_task in scores.values() for lg in per_task.get(task, {})])
-    rows = [[lg] + [_fmt(scores[n].get(task, {}).get(lg)) for n in names] for lg in langs]
-    rows.append(["**mean**"] + [_fmt(_mean(scores[n].get(task, {}).values())) for n in names])
-    parts += [f"### {task}", _markdown(["Language", *names], ["---"] + ["---:"] * len(names), rows)]
+    rows = [[lg] + [fmt(scores[n].get(task, {}).get(lg)) for n in names] for lg in langs]
+    rows.append(["**mean**"] + [fmt(mean(scores[n].get(task, {}).values())) for n in names])
+    parts += [f"### {task}", markdown(["Language", *names], ["---"] + ["---:"] * len(names), rows)]
   return "\n\n".join(parts)
 
 
 # ---------------------------------------------------------------------------
 # XGLUE.
 
-XGLUE_SCORE_LABEL = {"f1": "F1", "precision": "Precision (chunks)", "accuracy": "Acc.", "ndcg": "nDCG",
-                     "bleu": "BLEU"}  # QG / NTG: lowercased sacreBLEU, as the official scorer
-
-
 def render_xglue_markdown(results: Mapping) -> str:
   """The XGLUE report of `xglue_scorer.score_submission`'s results: the score table (task averages, AVG_U,
   AVG_G, average), then one table per task with its languages as columns. Shown x100 (BLEU points for QG and
   NTG); the JSON keeps 0-1."""
   from xtreme_jax.registry import XGLUE
-  pct = lambda v: _fmt(None if v is None else 100 * v)  # noqa: E731
-  rows = [[task, XGLUE_SCORE_LABEL[XGLUE.task(task).score], str(len(scores) - 1), pct(scores["avg"])]
+  pct = lambda v: fmt(None if v is None else 100 * v)  # noqa: E731
+  rows = [[task, METRIC_LABEL[XGLUE.task(task).score], str(len(scores) - 1), pct(scores["avg"])]
           for task, scores in results["tasks"].items()]
-  summary = _markdown(["Task", "Metric", "Languages", "Score"], ["---", "---", "---:", "---:"], rows)
+  summary = markdown(["Task", "Metric", "Languages", "Score"], ["---", "---", "---:", "---:"], rows)
   totals = [f"- {name}: {pct(results[key])}" for key, name in (("avg_u", "AVG_U (nine understanding tasks)"),
                                                                  ("avg_g", "AVG_G (two generation tasks)"),
                                                                  ("average", "Average over the tasks scored"))
@@ -531,10 +500,10 @@ def render_xglue_markdown(results: Mapping) -> str:
     if plots.histories(runs):
       parts.append(f"![fine-tuning loss per model]({LOSS_PLOT})")
   for task, scores in results["tasks"].items():
-    label = XGLUE_SCORE_LABEL[XGLUE.task(task).score]
+    label = METRIC_LABEL[XGLUE.task(task).score]
     langs = ordered_languages(None, [lg for lg in scores if lg != "avg"])
-    parts += [f"## {task}", _markdown(["Metric", *langs, "avg"], ["---"] + ["---:"] * (len(langs) + 1),
-                                      [[label, *(pct(scores[lg]) for lg in langs), pct(scores["avg"])]])]
+    parts += [f"## {task}", markdown(["Metric", *langs, "avg"], ["---"] + ["---:"] * (len(langs) + 1),
+                                     [[label, *(pct(scores[lg]) for lg in langs), pct(scores["avg"])]])]
     if any(scores[lg] is not None for lg in langs):
       parts.append(f"![{task}: {label} per language]({_plot_name(task)})")
   return "\n\n".join(parts) + "\n"
@@ -553,7 +522,7 @@ def write_xglue_report(results: Mapping, out_dir: str) -> dict[str, str]:
     if per_language:
       name = _plot_name(task)
       paths[name] = plot_task(task, per_language, os.path.join(out_dir, name),
-                              XGLUE_SCORE_LABEL[XGLUE.task(task).score])
+                              METRIC_LABEL[XGLUE.task(task).score])
   _remove_stale_plots(out_dir, paths, XGLUE.task_names)
   paths["results.json"] = os.path.join(out_dir, "results.json")
   atomic.write_json(paths["results.json"], results)
@@ -566,9 +535,9 @@ def render_mbert_markdown(results: Mapping) -> str:
   """The mBERT paper's report of `mbert_scorer.score_submission`'s results: one table per task with its
   languages as columns (the task's metric, %), the task means, the fine-tuning table."""
   from xtreme_jax.evaluation.mbert_scorer import METRIC
-  rows = [[task, METRIC[task], str(len(r["languages"])), _fmt(r["score"])] for task, r in results["tasks"].items()]
+  rows = [[task, METRIC[task], str(len(r["languages"])), fmt(r["score"])] for task, r in results["tasks"].items()]
   parts = ["# The mBERT paper's tasks (zero-shot from English)",
-           _markdown(["Task", "Metric", "Languages", "Mean"], ["---", "---", "---:", "---:"], rows)]
+           markdown(["Task", "Metric", "Languages", "Mean"], ["---", "---", "---:", "---:"], rows)]
   parts += _published(results, list(results["tasks"]), _mbert_values(results))
   runs = results.get("runs") or {}
   if runs:
@@ -578,8 +547,8 @@ def render_mbert_markdown(results: Mapping) -> str:
   for task, r in results["tasks"].items():
     langs = ordered_languages(None, list(r["languages"]))
     if langs:
-      parts += [f"## {task}", _markdown(["Metric", *langs], ["---"] + ["---:"] * len(langs),
-                                        [[METRIC[task], *(_fmt(r["languages"][lg][METRIC[task]]) for lg in langs)]])]
+      parts += [f"## {task}", markdown(["Metric", *langs], ["---"] + ["---:"] * len(langs),
+                                       [[METRIC[task], *(fmt(r["languages"][lg][METRIC[task]]) for lg in langs)]])]
     if r["missing"]:
       parts.append("Not scored: " + ", ".join(f"{lg} ({why})" for lg, why in r["missing"].items()))
   return "\n\n".join(parts) + "\n"
@@ -601,9 +570,6 @@ def write_mbert_report(results: Mapping, out_dir: str) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # Published scores beside the run's.
 
-METRIC_LABEL = {**XGLUE_SCORE_LABEL, "exact_match": "EM", "em_f1": "(EM + F1) / 2", "las": "LAS", "uas": "UAS"}
-
-
 def _xtreme_values(results: Mapping):
   tasks = _tasks(results)
   return lambda task, metric: {lg: float(r[metric]) for lg, r in tasks.get(task, {}).get("languages", {}).items()
@@ -624,37 +590,5 @@ def _mbert_values(results: Mapping):
 
 
 def _published(results: Mapping, tasks: Sequence[str], yours) -> list[str]:
-  section = published_section(results.get("published") or [], tasks, yours)
+  section = published.published_section(results.get("published") or [], tasks, yours)
   return [section] if section else []
-
-
-def published_section(entries: Sequence[Mapping], tasks: Sequence[str], yours) -> str:
-  """The papers' scores of the run's model (`entries`, from `published.for_run`) beside the run's on `tasks`:
-  a table of task means, one per task with per-language numbers where the source gives them, then the sources.
-  `yours(task, metric)` is the run's {language: score, 0-100}; "" when no entry covers a task of the run."""
-  from xtreme_jax.evaluation import published
-  entries = [e for e in entries if any(task in e["tasks"] for task in tasks)]  # numbered [1], [2], ... as cited
-  rows, per_language = [], []
-  for task in tasks:
-    for i, entry in enumerate(entries):
-      for metric, scores in entry["tasks"].get(task, {}).items():
-        mine = yours(task, metric)
-        shown = f"{_fmt(_mean(mine.values()))} ({len(mine)})" if mine else "-"
-        rows.append([task, METRIC_LABEL.get(metric, metric), shown, _fmt(scores.get("avg")), published.label(i)])
-        if scores.get("languages"):
-          per_language.append((task, metric, i, mine, scores))
-  if not rows:
-    return ""
-  parts = ["## Published scores",
-           "The papers' scores of this model (sources below) beside this run's: yours is the mean over the "
-           "languages scored here (their number in brackets), the published one over the task's languages.",
-           _markdown(["Task", "Metric", "Yours", "Published", "Source"], ["---", "---", "---:", "---:", "---"], rows)]
-  for task, metric, i, mine, scores in per_language:
-    langs = ordered_languages(task if task in metrics.TASK_METRIC else None, [*scores["languages"], *mine])
-    label = METRIC_LABEL.get(metric, metric)
-    parts += [f"### {task}: {label} per language {published.label(i)}",
-              _markdown(["", *langs], ["---"] + ["---:"] * len(langs),
-                        [["yours", *(_fmt(mine.get(lg)) for lg in langs)],
-                         [f"published {published.label(i)}", *(_fmt(scores["languages"].get(lg)) for lg in langs)]])]
-  parts.append("\n".join(f"- {published.citation_line(i, entry)}" for i, entry in enumerate(entries)))
-  return "\n\n".join(parts)

@@ -286,6 +286,28 @@ def _prepare(a, name):
   return a.astype(np.float32, copy=False)
 
 
+def _pair(a, b, names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+  """Both sides as float32 (n, dim) arrays of one dimension."""
+  a, b = _prepare(a, names[0]), _prepare(b, names[1])
+  if a.shape[1] != b.shape[1]:
+    raise ValueError(f"dimension mismatch: {names[0]} {a.shape}, {names[1]} {b.shape}")
+  return a, b
+
+
+def _key_blocks(keys: np.ndarray, k: int, key_block_size: int | None):
+  """The keys on the device as (blocks, keys per block, dim), zero-padded (`blocked_topk`'s `key_block_size`)."""
+  nk, dim = keys.shape
+  if key_block_size is None:
+    key_block_size = nk if nk <= DEFAULT_KEY_BLOCK_SIZE else DEFAULT_KEY_BLOCK_SIZE
+  kb = max(1, min(int(key_block_size), nk))
+  if kb >= 2 * k * _CHUNK:  # whole chunks for the two-stage top-k (padding is masked)
+    kb = _round_up(kb, _CHUNK)
+  num_kb = -(-nk // kb)
+  blocks = np.zeros((num_kb * kb, dim), np.float32)
+  blocks[:nk] = keys
+  return jax.device_put(blocks.reshape(num_kb, kb, dim))
+
+
 def blocked_topk(queries: np.ndarray, keys: np.ndarray, k: int, block_size: int | None = None, *,
                  key_block_size: int | None = None, normalize: bool = False,
                  precision: str = "highest",
@@ -312,10 +334,7 @@ def blocked_topk(queries: np.ndarray, keys: np.ndarray, k: int, block_size: int 
     (scores, indices): float32 (nq, k) and int64 (nq, k) numpy arrays, each row
     sorted by descending score (ties: lower key index first).
   """
-  queries = _prepare(queries, "queries")
-  keys = _prepare(keys, "keys")
-  if queries.shape[1] != keys.shape[1]:
-    raise ValueError(f"dimension mismatch: queries {queries.shape}, keys {keys.shape}")
+  queries, keys = _pair(queries, keys, ("queries", "keys"))
   nq, nk = queries.shape[0], keys.shape[0]
   if nk == 0:
     raise ValueError("keys is empty")
@@ -327,20 +346,10 @@ def blocked_topk(queries: np.ndarray, keys: np.ndarray, k: int, block_size: int 
   if normalize:
     queries, keys = l2_normalize(queries), l2_normalize(keys)
 
-  if key_block_size is None:
-    key_block_size = nk if nk <= DEFAULT_KEY_BLOCK_SIZE else DEFAULT_KEY_BLOCK_SIZE
-  kb = max(1, min(int(key_block_size), nk))
-  if kb >= 2 * k * _CHUNK:  # whole chunks for the two-stage top-k (padding is masked)
-    kb = _round_up(kb, _CHUNK)
-  num_kb = -(-nk // kb)
+  key_blocks = _key_blocks(keys, k, key_block_size)
   if block_size is None:
-    block_size = _balanced_block(nq, max_block_elements // kb)
+    block_size = _balanced_block(nq, max_block_elements // key_blocks.shape[1])
   block_size = max(1, min(int(block_size), nq))
-
-  dim = keys.shape[1]
-  key_blocks = np.zeros((num_kb * kb, dim), np.float32)
-  key_blocks[:nk] = keys
-  key_blocks = jax.device_put(key_blocks.reshape(num_kb, kb, dim))
   prec = _PRECISIONS[precision]
   outs = [_topk_query_block(jax.device_put(block), key_blocks, n_keys=nk, k=k, precision=prec)
           for _, block in _query_blocks(queries, block_size)]  # dispatched asynchronously
@@ -383,10 +392,7 @@ def blocked_topk_both(x: np.ndarray, y: np.ndarray, k: int, block_size: int | No
     arrays of shapes (nx, min(k, ny)) and (ny, min(k, nx)), rows sorted by
     descending score.
   """
-  x = _prepare(x, "x")
-  y = _prepare(y, "y")
-  if x.shape[1] != y.shape[1]:
-    raise ValueError(f"dimension mismatch: x {x.shape}, y {y.shape}")
+  x, y = _pair(x, y, ("x", "y"))
   nx, ny = x.shape[0], y.shape[0]
   if nx == 0 or ny == 0:
     raise ValueError("x and y must be non-empty")

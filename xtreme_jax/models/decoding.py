@@ -128,17 +128,6 @@ def beam_search(step_fn: StepFn, cache: Any, start_ids: Array, *, beam_size: int
   if not 1 <= n_best <= beam_size:
     raise errors.ConfigError(f"n_best={n_best}; expected 1..beam_size ({beam_size})")
   batch, k = start_ids.shape[0], beam_size
-  neg = jnp.full((batch, k), -jnp.inf, jnp.float32)
-  init = dict(
-      t=jnp.zeros((), jnp.int32),
-      seqs=jnp.full((batch, k, max_length), pad_id, jnp.int32),
-      logp=neg.at[:, 0].set(0.0),  # one live beam per example at the start
-      fin_seqs=jnp.full((batch, k, max_length), pad_id, jnp.int32),
-      fin_scores=neg,
-      fin_count=jnp.zeros((batch,), jnp.int32),
-      done=jnp.zeros((batch,), bool),
-      cache=cache)
-  rank = jnp.arange(k)
 
   def cond(s):
     return (s["t"] < max_length) & ~jnp.all(s["done"])
@@ -152,24 +141,11 @@ def beam_search(step_fn: StepFn, cache: Any, start_ids: Array, *, beam_size: int
     vocab = step_logp.shape[-1]
     cand = s["logp"][:, :, None] + step_logp.reshape(batch, k, vocab)  # (batch, beam, vocab)
 
-    # The best `k` non-EOS continuations stay alive (below). EOS continuations ranking among the top `k` of all
-    # candidates finish, best first, until `k` are finished; the k-th best of all candidates is the k-th best of
-    # those two sets (a top-k over the k x V candidates alone compiles to a full sort on CPU).
+    # The best `k` non-EOS continuations stay alive; EOS continuations may finish (`_finish`).
     eos = cand[:, :, eos_id]
     alive = jnp.where(jnp.arange(vocab) == eos_id, -jnp.inf, cand).reshape(batch, -1)
     logp, flat = jax.lax.top_k(alive, k)
-    kth = jax.lax.top_k(jnp.concatenate([logp, eos], axis=1), k)[0][:, -1:]
-    eligible = (eos >= kth) & jnp.isfinite(eos) & ~s["done"][:, None]
-    better = (eos[:, None, :] > eos[:, :, None]) | ((eos[:, None, :] == eos[:, :, None]) &
-                                                    (rank[None, None, :] < rank[None, :, None]))
-    order = jnp.sum(better & eligible[:, None, :], axis=-1)
-    accept = eligible & (order < (k - s["fin_count"])[:, None])
-    new_seqs = jnp.where(jnp.arange(max_length) == t, eos_id, seqs)
-    new_scores = jnp.where(accept, eos / length_penalty(t + 1, alpha, style), -jnp.inf)
-    all_scores = jnp.concatenate([s["fin_scores"], new_scores], axis=1)
-    fin_scores, pick = jax.lax.top_k(all_scores, k)
-    fin_seqs = jnp.take_along_axis(jnp.concatenate([s["fin_seqs"], new_seqs], axis=1), pick[:, :, None], axis=1)
-    fin_count = s["fin_count"] + jnp.sum(accept, axis=1).astype(jnp.int32)
+    fin_seqs, fin_scores, fin_count = _finish(s, eos, logp, eos_id, alpha, style)
 
     beam, token = flat // vocab, (flat % vocab).astype(jnp.int32)
     seqs = jnp.take_along_axis(seqs, beam[:, :, None], axis=1)
@@ -180,6 +156,35 @@ def beam_search(step_fn: StepFn, cache: Any, start_ids: Array, *, beam_size: int
     return dict(t=t + 1, seqs=constrain(seqs), logp=constrain(logp), fin_seqs=constrain(fin_seqs),
                 fin_scores=constrain(fin_scores), fin_count=fin_count, done=done, cache=reorder(cache, rows))
 
-  s = jax.lax.while_loop(cond, body, init)
+  s = jax.lax.while_loop(cond, body, _initial_beams(cache, batch, k, max_length, pad_id))
   seqs = s["fin_seqs"][:, :n_best]
   return SearchResult(seqs, s["fin_scores"][:, :n_best], _lengths(seqs, eos_id))
+
+
+def _initial_beams(cache: Any, batch: int, k: int, max_length: int, pad_id: int) -> dict:
+  """The search state before step 0: one live beam per example, nothing finished."""
+  neg = jnp.full((batch, k), -jnp.inf, jnp.float32)
+  return dict(t=jnp.zeros((), jnp.int32), seqs=jnp.full((batch, k, max_length), pad_id, jnp.int32),
+              logp=neg.at[:, 0].set(0.0), fin_seqs=jnp.full((batch, k, max_length), pad_id, jnp.int32),
+              fin_scores=neg, fin_count=jnp.zeros((batch,), jnp.int32), done=jnp.zeros((batch,), bool),
+              cache=cache)
+
+
+def _finish(s: dict, eos: Array, logp: Array, eos_id: int, alpha: float, style: str) -> tuple[Array, Array, Array]:
+  """The finished hypotheses after step `s["t"]`: the EOS continuations (`eos`, (batch, beam) log-probs) that
+  rank among the top k of all candidates join them, best first, until k are finished; (fin_seqs, fin_scores,
+  fin_count). The k-th best of all candidates is the k-th best of the EOS ones and of `logp` (the k best
+  others): a top-k over the k x V candidates alone compiles to a full sort on CPU."""
+  t, k = s["t"], eos.shape[1]
+  rank = jnp.arange(k)
+  kth = jax.lax.top_k(jnp.concatenate([logp, eos], axis=1), k)[0][:, -1:]
+  eligible = (eos >= kth) & jnp.isfinite(eos) & ~s["done"][:, None]
+  better = (eos[:, None, :] > eos[:, :, None]) | ((eos[:, None, :] == eos[:, :, None]) &
+                                                  (rank[None, None, :] < rank[None, :, None]))
+  order = jnp.sum(better & eligible[:, None, :], axis=-1)
+  accept = eligible & (order < (k - s["fin_count"])[:, None])
+  new_seqs = jnp.where(jnp.arange(s["seqs"].shape[-1]) == t, eos_id, s["seqs"])
+  new_scores = jnp.where(accept, eos / length_penalty(t + 1, alpha, style), -jnp.inf)
+  fin_scores, pick = jax.lax.top_k(jnp.concatenate([s["fin_scores"], new_scores], axis=1), k)
+  fin_seqs = jnp.take_along_axis(jnp.concatenate([s["fin_seqs"], new_seqs], axis=1), pick[:, :, None], axis=1)
+  return fin_seqs, fin_scores, s["fin_count"] + jnp.sum(accept, axis=1).astype(jnp.int32)

@@ -48,7 +48,7 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder
 from xtreme_jax.runs.train import pretrained_loader
 from xtreme_jax.training import validation as v
-from xtreme_jax.training.trainer import PlateauSchedule
+from xtreme_jax.training.stopping import PlateauSchedule, PlateauState
 
 # mBERT's 104 pretraining languages (google-research/bert, multilingual.md: the 102 listed, and Thai and Mongolian,
 # which the cased model adds) as WiLI-2018 labels (ISO 639-3 as WiLI spells them). Both Chinese are WiLI's `zho`.
@@ -147,7 +147,7 @@ class ProbeSettings:
     v.require(self, "learning_rate", v.positive, "a number > 0")
     v.require(self, "batch_size", v.positive_int, "a positive integer")
     v.require(self, "epochs", v.positive_int, "a positive integer")
-    v.require(self, "plateau", lambda p: isinstance(p, PlateauSchedule), "a trainer.PlateauSchedule")
+    v.require(self, "plateau", lambda p: isinstance(p, PlateauSchedule), "a PlateauSchedule")
     v.require(self, "dev_fraction", lambda x: v.is_number(x) and 0 < x < 1, "a number in (0, 1)")
     v.require(self, "seed", v.is_int, "an integer")
 
@@ -236,23 +236,19 @@ def fit_probe(x: np.ndarray, labels: Sequence[str], dev_x: np.ndarray, dev_label
   params = {"kernel": jnp.zeros((x.shape[1], len(classes)), jnp.float32),
             "bias": jnp.zeros((len(classes),), jnp.float32)}
   opt_state, rng = _ADAM.init(params), np.random.default_rng(settings.seed)
-  best, best_params, best_epoch, waited, scale, epoch = -1.0, params, 0, 0, 1.0, 0
-  while epoch < settings.epochs:
+  best, best_params, best_epoch, epoch, state = -1.0, params, 0, 0, PlateauState()
+  while epoch < settings.epochs and not state.stopped:
     epoch += 1
     order = np.full(steps * settings.batch_size, -1, np.int32)
     order[:n] = rng.permutation(n)
     params, opt_state = _epoch(params, opt_state, x, y, order.reshape(steps, settings.batch_size),
-                               jnp.float32(settings.learning_rate * scale))
+                               jnp.float32(settings.learning_rate * state.scale))
     score = accuracy(params, dev_x, dev_labels, classes)
-    if score > best:
-      best, best_params, best_epoch, waited = score, params, epoch, 0
-      continue
-    waited += 1
-    if waited >= plateau.patience:
-      waited, scale = 0, scale * plateau.factor
-      if settings.learning_rate * scale < plateau.min_learning_rate:
-        break
-  return ProbeFit(best_params, best, epoch, best_epoch, settings.learning_rate * scale)
+    improved = score > best
+    if improved:
+      best, best_params, best_epoch = score, params, epoch
+    state.after_evaluation(plateau, improved, settings.learning_rate)
+  return ProbeFit(best_params, best, epoch, best_epoch, settings.learning_rate * state.scale)
 
 
 def probe_accuracies(train: np.ndarray, train_labels: Sequence[str], dev: np.ndarray, dev_labels: Sequence[str],

@@ -13,7 +13,7 @@ from xtreme_jax.registry import BENCHMARKS, XGLUE, XTREME, BenchmarkSpec, xglue 
 from xtreme_jax.runs import filter_kinds, task_kinds
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training import validation as v
-from xtreme_jax.training.trainer import PlateauSchedule
+from xtreme_jax.training.stopping import PlateauSchedule
 
 
 def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:

@@ -3,8 +3,9 @@
 `xtreme`, `xglue` and `mbert` (the Gin run modes) claim the run directory (`run_fingerprint`), check everything
 a user can get wrong before any training (`check_run`), then `run_benchmark`: the runner's `store` fine-tunes
 the models its setting names (`runs/fine_tuning.py`), `predictions` writes the submission, `retrieval` mines
-BUCC and searches Tatoeba, and the benchmark's protocol (`runs/benchmarks.py`) scores and reports. The recipes
-are `runs/recipes.py`; docs/xtreme.md is the user's guide (settings, selection, re-runs, translations, FILTER).
+BUCC and searches Tatoeba, and the benchmark's protocol (`runs/benchmarks.py`) scores and reports
+(`runs/scoring.py`). The recipes are `runs/recipes.py`; docs/xtreme.md is the user's guide (settings,
+selection, re-runs, translations, FILTER).
 """
 
 from __future__ import annotations
@@ -13,18 +14,16 @@ import logging
 import os
 from typing import Mapping, Optional, Sequence
 
-import jax
-
-from xtreme_jax import atomic, errors, fs
+from xtreme_jax import errors, fs
 from xtreme_jax.data import paths
 from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec
-from xtreme_jax.runs import benchmarks, bookkeeping, fine_tuning, task_kinds
+from xtreme_jax.runs import benchmarks, bookkeeping, fine_tuning, scoring, task_kinds
 from xtreme_jax.runs.model_store import ModelStore
 from xtreme_jax.runs.predictions import Predictions
 from xtreme_jax.runs.recipes import RETRIEVAL_TASKS, SETTINGS
-from xtreme_jax.runs.run_checks import check_run, run_fingerprint, test_languages
+from xtreme_jax.runs.run_checks import check_run, run_fingerprint
 # The recipes, bound in Gin files as xtreme.TaskSettings, xtreme.RetrievalSettings, xtreme.FinetuneSettings.
 from xtreme_jax.runs.recipes import FinetuneSettings, RetrievalSettings, TaskSettings  # noqa: F401
 from xtreme_jax.runs.sentence_retrieval import SentenceRetrieval
@@ -306,46 +305,8 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
                     os.path.join(runner.run_dir, "models"))
   extras = {"runs": runner.store.write_runs(), "retrieval": runner.retrieval.summary(plan)}
   if pseudo_test:
-    extras["pseudo"] = score_pseudo(runner, pseudo_plan)
+    extras["pseudo"] = scoring.score_pseudo(runner, pseudo_plan)
   if not labels_dir:
     print(f"submission written to {runner.submission}; pass LABELS_DIR to score it")
     return extras
-  bookkeeping.say(f"scoring {runner.submission} against {labels_dir}")
-  protocol = runner.protocol
-  scores = protocol.score(runner, list(plan), labels_dir)
-  from xtreme_jax.evaluation import published, report
-  on_disk = {t: test_languages(t, runner.data, None, runner.split) for t in plan}  # a sample's languages
-  found = published.for_run(published_model, runner.benchmark.name, runner.settings.setting)
-  results = report.mark_not_in_data({**scores, **extras, **({"published": found} if found else {})}, on_disk)
-  if jax.process_index() == 0:
-    atomic.write_json(runner.scores_path, scores)  # the scorer's output, as `xtreme-jax score --out` writes it
-    protocol.write_report(results, runner.report_dir)
-  print(protocol.table(results))
-  print(f"report: {os.path.join(runner.report_dir, 'report.md')}")
-  if jax.process_index() == 0:
-    protocol.after_scoring(runner, plan, labels_dir, scores)
-  compared = runner.settings_comparison()
-  if compared is not None and jax.process_index() == 0:
-    atomic.write_text(os.path.join(runner.report_dir, "settings.md"), compared)
-    print(f"settings side by side: {os.path.join(runner.report_dir, 'settings.md')}")
-  return results
-
-
-def score_pseudo(runner: XtremeRunner, plan: dict) -> dict:
-  """Scores the pseudo test predictions against their gold; {task: {language: metrics}}, also written to JSON."""
-  from xtreme_jax.evaluation import metrics as task_metrics, scorer
-  scores: dict = {}
-  for task, langs in plan.items():
-    for lg in langs:
-      gold = runner.predictions.write_pseudo_gold(task, lg)
-      pred = runner.predictions.path(task, lg, runner.pseudo_submission)
-      scores.setdefault(task, {})[lg] = scorer.score_file(task, lg, pred, gold)
-  runner.predictions.write_manifests(runner.pseudo_submission, runner.pseudo_labels)
-  if jax.process_index() == 0:
-    atomic.write_json(runner.pseudo_scores_path, scores)
-  if not scores:
-    print("pseudo test: no pseudo test file found under", runner.translations_dir)
-  for task, by_lang in scores.items():
-    print(f"pseudo {task}: " + "  ".join(f"{lg} {task_metrics.language_score(task, m):.1f}"
-                                         for lg, m in by_lang.items()))
-  return scores
+  return scoring.score_run(runner, plan, labels_dir, extras, published_model)

@@ -15,6 +15,7 @@ class Progress:
   """What `fit` accumulates: checked step records, evaluations, the steps not fetched yet, a throughput window."""
 
   start: int
+  began: float = dataclasses.field(default_factory=time.perf_counter)  # when start-up began (restore or init)
   history: list = dataclasses.field(default_factory=list)
   evals: list = dataclasses.field(default_factory=list)
   earlier: list = dataclasses.field(default_factory=list)  # a resumed run's logged steps before `start`

@@ -45,11 +45,9 @@ import dataclasses
 import functools
 import json
 import logging
-import math
 import os
 import signal
 import sys
-import threading
 import time
 from typing import Any, Callable, Iterator, NamedTuple, Optional
 
@@ -60,59 +58,18 @@ from tqdm.auto import tqdm
 
 from xtreme_jax import atomic, errors, fs
 from xtreme_jax.models.base import Model
-from xtreme_jax.training import locks, partitioning, prefetch, validation as v, writers
+from xtreme_jax.training import locks, partitioning, prefetch, stopping, validation as v, writers
 from xtreme_jax.training import programs as compiled_programs
 from xtreme_jax.training.progress import Progress, format_scores, window_means
 from xtreme_jax.training.checkpoints import BestParams, Checkpointer, ForeignRunDirectoryError, RunDirectory
 from xtreme_jax.training import optim
 from xtreme_jax.training.optim import OptimizerConfig
 from xtreme_jax.training.steps import TrainState, per_token_means
+from xtreme_jax.training.stopping import (  # noqa: F401  (PlateauSchedule: Gin binds trainer.PlateauSchedule)
+    PlateauSchedule, PlateauState, Preempted, stop_signals)
 
 SUMMARY = "summary.json"
 IN_FLIGHT = 2  # training steps the host may dispatch ahead of the device
-
-
-class NonFiniteLossError(errors.UserError, RuntimeError):
-  """Training produced a NaN / Inf loss, gradient norm or update norm (exit code 1 through the CLI)."""
-
-  exit_code = 1
-
-
-class Preempted(errors.UserError):
-  """SIGTERM / SIGINT stopped the run after its checkpoint was saved; exit code 128 + the signal number."""
-
-  def __init__(self, message: str, signum: int):
-    super().__init__(message)
-    self.signum = signum
-
-  @property
-  def exit_code(self) -> int:  # a property, so that it survives gin's exception proxy
-    return 128 + self.signum
-
-
-@dataclasses.dataclass(frozen=True)
-class PlateauSchedule:
-  """Multiply the learning rate by `factor` after `patience` evaluations in a row without a new best
-  `select_metric`; stop once the rate is below `min_learning_rate` (Wu & Dredze's feature-based recipe:
-  halve it, stop below 1e-5). Best with `OptimizerConfig.schedule = "constant"`."""
-
-  factor: float = 0.5
-  patience: int = 1
-  min_learning_rate: float = 1e-5
-
-  def __post_init__(self):
-    v.require(self, "factor", lambda x: v.is_number(x) and 0 < x < 1, "a number in (0, 1)")
-    v.require(self, "patience", v.positive_int, "a positive integer")
-    v.require(self, "min_learning_rate", v.non_negative, "a number >= 0")
-
-
-@dataclasses.dataclass
-class _PlateauState:
-  """Where a `PlateauSchedule` stands: the rate's scale, evaluations since the last best, stopped or not."""
-
-  scale: float = 1.0
-  waited: int = 0
-  stopped: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,37 +119,6 @@ class TrainerConfig:
       raise errors.ConfigError("TrainerConfig.plateau needs select_metric (the evaluation metric it watches)")
 
 
-@contextlib.contextmanager
-def stop_signals(install: bool = True):
-  """Yields a list that SIGTERM / SIGINT append their number to; the previous handlers come back after.
-
-  A second signal gets the previous handler (SIGINT: KeyboardInterrupt at
-  once). Handlers are only installed from the main thread.
-  """
-  received: list[int] = []
-  previous: dict = {}
-  if not install or threading.current_thread() is not threading.main_thread():
-    yield received
-    return
-
-  def handle(signum, frame):
-    if received:
-      signal.signal(signum, previous.get(signum) or signal.SIG_DFL)
-      signal.raise_signal(signum)
-      return
-    received.append(signum)
-    logging.warning("received %s: saving a checkpoint after this step, then stopping (send it again to stop at "
-                    "once)", signal.Signals(signum).name)
-
-  for signum in (signal.SIGTERM, signal.SIGINT):
-    previous[signum] = signal.signal(signum, handle)
-  try:
-    yield received
-  finally:
-    for signum, handler in previous.items():
-      signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
 class _Fed(NamedTuple):
   """One training batch as the feed hands it over."""
 
@@ -224,7 +150,7 @@ class Trainer:
     self.best = BestParams(os.path.join(run_dir, "best"), config.select_metric) if config.select_metric else None
     self._writer = None
     self._resume_step = 0
-    self.plateau = _PlateauState()
+    self.plateau = PlateauState()
     self.restored_input = None  # the input state of the checkpoint restored by restore_or_init, if any
 
   @contextlib.contextmanager
@@ -331,7 +257,7 @@ class Trainer:
           "into this model and optimizer (see the warnings above); refusing to start over in this directory")
     state, meta = restored
     self.restored_input = meta["input"]
-    self.plateau = _PlateauState(**meta.get("plateau", {}))
+    self.plateau = PlateauState(**meta.get("plateau", {}))
     logging.info("resumed from step %d (data position %d)", meta["step"], meta["data_position"])
     return state, int(meta["data_position"])
 
@@ -355,82 +281,83 @@ class Trainer:
     logged and listed in the summary's "eval". A finished run re-entered
     returns its stored summary.
     """
-    cfg = self.config
-    host, hosts = self.feed_slot
     self._check_start(source, eval_source, evaluator)
-    evaluating = eval_source is not None or evaluator is not None
-    evaluate = functools.partial(self._evaluate_at, eval_source=eval_source, evaluator=evaluator)
+    evaluate = None
+    if eval_source is not None or evaluator is not None:
+      evaluate = functools.partial(self._evaluate_at, eval_source=eval_source, evaluator=evaluator)
     # Several processes stop at orbax's preemption sync point (_stop_requested), where all agree on the step;
     # per-process handlers could stop them at different steps (one feed slot does not mean one process).
     with stop_signals(jax.process_count() == 1) as stop:
-      t0 = time.perf_counter()
-      first = source.shape_batch(host, hosts) if hasattr(source, "shape_batch") else source.batch(0, host, hosts)
-      state, position = self.restore_or_init(first, init_params)
-      self._restore_input(source, position)
-      start = self._resume_step = int(jax.device_get(state.step))
-      progress, bar = Progress(start), None
-      if start:
-        progress.earlier, progress.evals = writers.read_metrics(self.run_dir, start)
-      end = start if self.plateau.stopped else cfg.train_steps
-      done = start
-      if start >= end:
-        self._commit(start)
+      state, position, progress = self._resume(source, init_params)
+      end = progress.start if self.plateau.stopped else self.config.train_steps
+      if progress.start >= end:
+        self._commit(progress.start)
         stored = self._stored_summary()
         if stored is not None:
           return state, stored
-      if evaluating and cfg.eval_at_start and start == 0:
+      if evaluate is not None and self.config.eval_at_start and progress.start == 0:
         t = time.perf_counter()
         evaluate(progress, 0, state.params)
-        t0 += time.perf_counter() - t  # (its own line; not the train step's compile time)
-      offset = start - position  # step = data position + offset
-      feed = prefetch.Prefetcher(self._feed(source, position, end - start, lambda p: self._saves(p + offset)),
-                                 cfg.prefetch)
-      try:
-        for step in range(start, end):
-          fed = next(feed)
-          state, metrics = self._dispatch(state, fed.batch)
-          position, done = fed.position + 1, step + 1
-          if step == start:
-            self._started(progress, done, metrics, t0)
-            bar = self._bar(done)
-            if progress.evals and progress.evals[0]["step"] == 0 and start == 0:
-              self._write(0, progress.evals[0], "eval")  # the baseline, now that the run is committed
-          else:
-            progress.examples += source.batch_size
-            progress.tokens += fed.tokens * hosts
-            self._push(progress, done, metrics)
-          if done % cfg.log_every == 0 or done == cfg.train_steps or done == 1:  # (1: the run's first loss)
-            self._log_step(progress, bar)
-          bar.update(1)
-          locks.check_held()  # another run took over a lock of this run (gs://): stop here, saving nothing
-          if evaluating and cfg.eval_every and done % cfg.eval_every == 0:
-            self._flush(progress)
-            with progress.pause():
-              evaluate(progress, done, state.params)
-          signum = self._stop_requested(stop, done)
-          if self._saves(done) or signum or self.plateau.stopped:
-            self._flush(progress)
-            self._sync_metrics()  # on disk before the checkpoint commits: a kill -9 after it loses none
-            with progress.pause():
-              self.checkpointer.save(done, state, position, force=True,
-                                     input_state=self._input_state(source, position, fed, feed),
-                                     extra={"plateau": dataclasses.asdict(self.plateau)})
-          if self.plateau.stopped:
-            break
-          if signum and done < cfg.train_steps:
-            self.checkpointer.wait()
-            raise Preempted(f"stopped by {signal.Signals(signum).name} at step {done} after saving its checkpoint "
-                            f"in {self.checkpointer.directory}; re-run the same command to resume", signum)
-        self._flush(progress)
-        if evaluating and not (progress.evals and progress.evals[-1]["step"] == done):
-          evaluate(progress, done, state.params)
-      finally:
-        feed.close()
-        if bar is not None:
-          bar.close()
-        self.checkpointer.wait()
-        self._close_writer()
+        progress.began += time.perf_counter() - t  # (its own line; not the train step's compile time)
+      state = self._loop(source, state, position, progress, end, evaluate, stop)
     return state, self._summary(progress)
+
+  def _resume(self, source, init_params: Any) -> tuple[TrainState, int, Progress]:
+    """The restored (else fresh) state, its data position and the progress before it; the source resumes there."""
+    host, hosts = self.feed_slot
+    began = time.perf_counter()
+    first = source.shape_batch(host, hosts) if hasattr(source, "shape_batch") else source.batch(0, host, hosts)
+    state, position = self.restore_or_init(first, init_params)
+    self._restore_input(source, position)
+    start = self._resume_step = int(jax.device_get(state.step))
+    progress = Progress(start, began=began)
+    if start:
+      progress.earlier, progress.evals = writers.read_metrics(self.run_dir, start)
+    return state, position, progress
+
+  def _loop(self, source, state: TrainState, position: int, progress: Progress, end: int,
+            evaluate: Optional[Callable], stop: list) -> TrainState:
+    """The steps from `progress.start` to `end`, with their log lines, evaluations, checkpoints and stops."""
+    cfg, start, bar, done = self.config, progress.start, None, progress.start
+    offset = start - position  # step = data position + offset
+    feed = prefetch.Prefetcher(self._feed(source, position, end - start, lambda p: self._saves(p + offset)),
+                               cfg.prefetch)
+    try:
+      for step in range(start, end):
+        fed = next(feed)
+        state, metrics = self._dispatch(state, fed.batch)
+        position, done = fed.position + 1, step + 1
+        if step == start:
+          bar = self._started(progress, done, metrics)
+        else:
+          self._push(progress, done, metrics, source.batch_size, fed.tokens * self.feed_slot[1])
+        if done % cfg.log_every == 0 or done == cfg.train_steps or done == 1:  # (1: the run's first loss)
+          self._log_step(progress, bar)
+        bar.update(1)
+        locks.check_held()  # another run took over a lock of this run (gs://): stop here, saving nothing
+        if evaluate is not None and cfg.eval_every and done % cfg.eval_every == 0:
+          self._flush(progress)
+          with progress.pause():
+            evaluate(progress, done, state.params)
+        signum = self._stop_requested(stop, done)
+        if self._saves(done) or signum or self.plateau.stopped:
+          self._save(progress, done, state, position, self._input_state(source, position, fed, feed))
+        if self.plateau.stopped:
+          break
+        if signum and done < cfg.train_steps:
+          self.checkpointer.wait()
+          raise Preempted(f"stopped by {signal.Signals(signum).name} at step {done} after saving its checkpoint "
+                          f"in {self.checkpointer.directory}; re-run the same command to resume", signum)
+      self._flush(progress)
+      if evaluate is not None and not (progress.evals and progress.evals[-1]["step"] == done):
+        evaluate(progress, done, state.params)
+    finally:
+      feed.close()
+      if bar is not None:
+        bar.close()
+      self.checkpointer.wait()
+      self._close_writer()
+    return state
 
   # -- loop parts --------------------------------------------------------------
 
@@ -491,13 +418,17 @@ class Trainer:
           f"(mesh {dict(self.mesh.shape)}); use a batch size that is a multiple of {devices} "
           f"(e.g. {-(-size // devices) * devices}) or put fewer devices on the data axes (MESH_SHAPE)")
 
-  def _started(self, progress: Progress, done: int, metrics: dict, t0: float) -> None:
-    """After the first step: check it (this waits for compilation), commit the run directory, say how long it took."""
+  def _started(self, progress: Progress, done: int, metrics: dict):
+    """After the first step: check it (this waits for compilation), commit the run directory, say how long it
+    took, write the initial parameters' evaluation (now that the run is committed); returns the progress bar."""
     progress.history.append(self._check(done, metrics))
     self._commit(progress.start)
     resumed = f" (resumed from step {progress.start})" if progress.start else ""
-    self._say(f"compiling train step ... {time.perf_counter() - t0:.1f} s{resumed}")
+    self._say(f"compiling train step ... {time.perf_counter() - progress.began:.1f} s{resumed}")
     progress.window_start = time.perf_counter()
+    if progress.evals and progress.evals[0]["step"] == 0 and progress.start == 0:
+      self._write(0, progress.evals[0], "eval")
+    return self._bar(done)
 
   def _stop_requested(self, received: list, step: int) -> Optional[int]:
     """The signal to stop at after `step`: one this process received, or (several processes) orbax's
@@ -517,12 +448,24 @@ class Trainer:
     return tqdm(total=cfg.train_steps, initial=done - 1, disable=not cfg.progress_bar or jax.process_index() != 0,
                 desc="train", dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 15)
 
-  def _push(self, progress: Progress, done: int, metrics: dict) -> None:
-    """Keep the step's metrics on the device until the next flush; the host stays at most `IN_FLIGHT` steps
-    ahead of the device (it waits for a step's end, fetching nothing)."""
+  def _push(self, progress: Progress, done: int, metrics: dict, examples: int, tokens: int) -> None:
+    """Count the step's examples and (all hosts') tokens and keep its metrics on the device until the next flush;
+    the host stays at most `IN_FLIGHT` steps ahead of the device (it waits for a step's end, fetching nothing)."""
+    progress.examples += examples
+    progress.tokens += tokens
     progress.pending.append((done, metrics))
     if len(progress.pending) > IN_FLIGHT:
       jax.block_until_ready(progress.pending[-1 - IN_FLIGHT][1]["loss"])
+
+  def _save(self, progress: Progress, step: int, state: TrainState, position: int,
+            input_state: Optional[Callable[[], Any]]) -> None:
+    """The checkpoint of `step`, written after its metrics were checked and synced to disk (a kill -9 after it
+    commits loses none)."""
+    self._flush(progress)
+    self._sync_metrics()
+    with progress.pause():
+      self.checkpointer.save(step, state, position, force=True, input_state=input_state,
+                             extra={"plateau": dataclasses.asdict(self.plateau)})
 
   def _flush(self, progress: Progress) -> None:
     """Fetch the pending steps' metrics (one transfer) and check them in order (NaN stops the run here)."""
@@ -561,8 +504,10 @@ class Trainer:
       return
     self._write(step, record, "eval")
     improved, best = self._select(step, params, record)
-    self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): {format_scores(record)}{best}"
-              + self._plateau_step(improved))
+    plateau = self.config.plateau
+    note = "" if plateau is None else self.plateau.after_evaluation(
+        plateau, improved, float(self.hyperparameters["learning_rate"]))
+    self._say(f"eval @ {step} ({time.perf_counter() - t:.1f} s): {format_scores(record)}{best}{note}")
 
   def _select(self, step: int, params: Any, record: dict) -> tuple[bool, str]:
     """Offer `params` to the best-so-far store; (a new best or not, a note for the eval line)."""
@@ -576,56 +521,17 @@ class Trainer:
       return True, f" (new best {metric})"
     return False, f" (best {metric} {self.best.meta['value']:.4f} @ {self.best.meta['step']})"
 
-  def _plateau_step(self, improved: bool) -> str:
-    """Advance the plateau schedule after an evaluation; a note for the eval line."""
-    schedule, state = self.config.plateau, self.plateau
-    if schedule is None or state.stopped:
-      return ""
-    if improved:
-      state.waited = 0
-      return ""
-    state.waited += 1
-    if state.waited < schedule.patience:
-      return ""
-    state.waited, state.scale = 0, state.scale * schedule.factor
-    rate = float(self.hyperparameters["learning_rate"]) * state.scale
-    if rate < schedule.min_learning_rate:
-      state.stopped = True
-      return f"; learning rate {rate:.2e} < {schedule.min_learning_rate:.0e}: stopping"
-    return f"; learning rate lowered to {rate:.2e}"
-
   def _check(self, step: int, metrics: dict) -> dict:
     """The step's metrics as floats (fetched if still on the device); NonFiniteLossError if one is not finite."""
-    record = {k: float(val) for k, val in jax.device_get(metrics).items()}
-    record["step"] = step
-    bad = [k for k in ("loss", "grad_norm", "update_norm") if not math.isfinite(record[k])]
-    if bad:
-      what = f"non-finite {', '.join(f'{k}={record[k]}' for k in bad)} at step {step}; stopped."
-      raise NonFiniteLossError(f"{what} {self._nan_advice()}")
-    return record
+    return stopping.checked(step, jax.device_get(metrics), self._nan_advice)
 
   def _nan_advice(self) -> str:
-    """What a re-run that avoids the NaN must change.
-
-    A run directory committed (now, or by the run this one resumes) refuses
-    another learning rate, so the advice is RESUME_OVERRIDES: it resumes from
-    the last checkpoint, or without one restarts from step 0 with the override
-    recorded. Before the commit (a NaN at the first step) nothing is claimed:
-    change the configured rate. Without a RunDirectory, a checkpoint decides.
-    """
+    """What a re-run must change (`stopping.nan_advice`); without a RunDirectory, a checkpoint decides whether
+    the run is claimed."""
     last = self.checkpointer.latest_step()
-    lower = float(f"{self.optimizer.learning_rate / 10:.3g}")
-    flag = f"--gin.RESUME_OVERRIDES=\"{ {'learning_rate': lower} }\""
     claim = self.run_directory
     claimed = (claim.committed or bool(claim.resumed)) if claim is not None else last is not None
-    if not claimed:
-      return (f"No checkpoint was written in {self.run_dir}; lower the learning rate in the configuration "
-              f"(e.g. learning_rate={lower}) or check the data, then re-run")
-    if last is None:
-      return (f"No checkpoint was written yet in {self.run_dir}. To start the run again from step 0 with a lower "
-              f"learning rate, re-run the same command with {flag} (or check the data)")
-    return (f"The last good checkpoint is step {last} in {self.run_dir}. To resume from it with a lower learning "
-            f"rate, re-run the same command with {flag} (or check the data)")
+    return stopping.nan_advice(self.optimizer.learning_rate, self.run_dir, last, claimed)
 
   def _say(self, message: str) -> None:
     """One line on the terminal (beside the progress bar); a log line when the bar is off."""
