@@ -56,6 +56,7 @@ os.environ.update(JAX_COMPILATION_CACHE_DIR=_CACHE_DIR, JAX_PERSISTENT_CACHE_MIN
                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import dataclasses  # noqa: E402
+import json  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -111,7 +112,17 @@ def mlm_source():
 TIERS = ("unit", "integration", "e2e")
 
 
+# Files in the order of their cost (seconds of tests on one worker, `tests/file_costs.json`; a file not listed
+# counts as 1 s), costliest first: xdist hands whole files to the two workers in this order (`--dist loadfile
+# --no-loadscope-reorder`), so the last files to start are short ones and both workers finish together (its own
+# order, by number of tests, started the few-test whole runs last). Refresh the table from a run with
+# `--durations=0` when files change much; a stale table only changes the order.
+with open(os.path.join(os.path.dirname(__file__), "file_costs.json")) as _f:
+  FILE_COSTS = json.load(_f)
+
+
 def pytest_collection_modifyitems(config, items):
+  items.sort(key=lambda item: -FILE_COSTS.get(os.path.basename(str(item.fspath)), 1))  # stable: file order kept
   for item in items:
     if item.get_closest_marker("e2e") is not None:
       continue
