@@ -398,3 +398,24 @@ def test_closing_a_checkpointer_waits_for_orbax_start_up_clean_up(tmp_path, monk
   monkeypatch.setattr(checkpoint_manager.temporary_paths, "cleanup_temporary_paths", slow)
   checkpoints.Checkpointer(str(tmp_path / "checkpoints"), every=1, keep=1).close()
   assert done.is_set()
+
+
+def test_only_the_one_shot_programs_compile_unoptimised(monkeypatch):
+  """A fresh run's init and initial optimizer state are compiled with `programs.ONE_SHOT` (their compile time is
+  the user's wait); the steps that run many times keep XLA's optimisations. The options are ones XLA accepts."""
+  from xtreme_jax.training import programs
+  options = {}
+  real_jit = jax.jit
+
+  def recording_jit(fun, **kw):
+    name = getattr(fun, "__name__", None) or fun.func.__name__  # the steps are functools.partials
+    options[name] = kw.get("compiler_options")
+    return real_jit(fun, **kw)
+
+  monkeypatch.setattr(programs.jax, "jit", recording_jit)
+  mesh = partitioning.make_mesh((-1, 1))
+  programs.compiled.__wrapped__(MlmModel(TINY), OptimizerConfig(), 1, mesh, PartitionConfig().rules,
+                                programs.batch_shapes(RandomMlmSource().batch(0)))
+  assert options == {"init_params": programs.ONE_SHOT, "start_state": programs.ONE_SHOT, "train_step": None,
+                     "eval_step": None, "predict_step": None}
+  assert int(real_jit(lambda x: x + 1, compiler_options=programs.ONE_SHOT)(1)) == 2
