@@ -18,7 +18,7 @@ first step, which compiles), then one progress bar whose ETA counts training
 steps only, and one line per evaluation. Metrics go to `metrics.jsonl` (and
 TensorBoard, see `writers`).
 
-A run stops with
+A run stops early (`training/stopping.py`) with
 - `NonFiniteLossError` (keeping the last good checkpoint) when the loss, the
   gradient norm or the update norm stops being finite; its message gives the
   flag that resumes with a lower learning rate (RESUME_OVERRIDES; from step 0
