@@ -39,8 +39,6 @@ def score_run(runner, plan: Mapping[str, list[str]], labels_dir: str, extras: di
   return results
 
 
-
-
 def score_pseudo(runner, plan: dict) -> dict:
   """Scores the pseudo test predictions against their gold; {task: {language: metrics}}, also written to JSON."""
   scores: dict = {}
