@@ -1,0 +1,1 @@
+"""Controlled synthetic languages for studying zero-shot cross-lingual transfer (no JAX, no TensorFlow)."""
