@@ -6,7 +6,9 @@ import pytest
 
 from xtreme_jax import errors
 from xtreme_jax.data import paths
+from xtreme_jax.data.readers.lab_data import LabData
 from xtreme_jax.data.readers.mbert_data import MbertData
+from xtreme_jax.data.synthetic.lab_dataset import LabLanguages, write_lab_data
 from xtreme_jax.data.readers.xglue_data import XglueData
 from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.registry import BENCHMARKS
@@ -15,13 +17,21 @@ from xtreme_jax.runs.benchmarks import PROTOCOLS
 TIER = "unit"  # conftest.py: this file's tier
 
 
-def test_one_protocol_per_benchmark_with_its_data_object():
+def test_one_protocol_per_benchmark_with_its_data_object(tmp_path):
   assert set(PROTOCOLS) == set(BENCHMARKS)
   assert all(p.spec is BENCHMARKS[name] for name, p in PROTOCOLS.items())
   expected = {"xtreme": XtremeData, "xglue": XglueData, "mbert": MbertData}
   for name, protocol in PROTOCOLS.items():
+    if name == "lab":
+      continue
     data = protocol.data("official", paths.sample_dir())
     assert type(data) is expected[name] and data.benchmark is protocol.spec
+  # The lab's languages are its folder's: its benchmark is LAB with them.
+  write_lab_data(str(tmp_path), LabLanguages(languages={"base": "", "fake": "shift(1)"}, pretrain_sentences=2,
+                                             train_sentences=2, dev_sentences=2, test_sentences=2))
+  data = PROTOCOLS["lab"].data("official", str(tmp_path))
+  assert type(data) is LabData and data.benchmark.task_names == PROTOCOLS["lab"].spec.task_names
+  assert data.benchmark.task("pos").languages == {split: ("base", "fake") for split in ("train", "dev", "test")}
   assert [n for n, p in PROTOCOLS.items() if p.ordered_predictions] == ["xtreme"]  # TFDS or official order
 
 

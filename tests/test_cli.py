@@ -203,7 +203,7 @@ def test_run_help_lists_gin_flags_experiments_and_examples(capsys):
     assert entry.split() == description.split(), rel
   # The quickstarts come first: the place to start.
   quickstarts = [rel for rel, _ in listed if "quickstart" in rel]
-  assert len(quickstarts) == 5 and all(f"  {rel} " in start for rel in quickstarts)
+  assert len(quickstarts) == 6 and all(f"  {rel} " in start for rel in quickstarts)
   assert "run --help" in cli.USAGE
 
 

@@ -7,7 +7,7 @@ import pytest
 from xtreme_jax import errors
 from xtreme_jax.data.readers import xtreme_readers, xtreme_tfds
 from xtreme_jax.evaluation import metrics, scorer
-from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec, TaskSpec
+from xtreme_jax.registry import BENCHMARKS, LAB, MBERT, XGLUE, XTREME, BenchmarkSpec, TaskSpec
 from xtreme_jax.runs import fine_tuning, recipes, xtreme as xtreme_run
 
 TIER = "unit"  # conftest.py: this file's tier
@@ -15,7 +15,7 @@ TIER = "unit"  # conftest.py: this file's tier
 
 def test_xtreme_spec_facts():
   assert XTREME.task_names == ("xnli", "pawsx", "udpos", "panx", "xquad", "mlqa", "tydiqa", "bucc2018", "tatoeba")
-  assert BENCHMARKS == {"xtreme": XTREME, "xglue": XGLUE, "mbert": MBERT} and set(XTREME.specs) == set(XTREME.task_names) | {"squad"}
+  assert BENCHMARKS == {"xtreme": XTREME, "xglue": XGLUE, "mbert": MBERT, "lab": LAB} and set(XTREME.specs) == set(XTREME.task_names) | {"squad"}
   xnli = XTREME.task("xnli")
   assert len(xnli.test_languages) == 15 and xnli.languages["train"] == ("en",) and xnli.fine_tuned
   assert XTREME.task("udpos").languages["train"] == tuple(

@@ -1,4 +1,5 @@
-"""Scores a submission of the mBERT paper's tasks against their test files (`registry/mbert.py`).
+"""Scores a submission of the mBERT paper's tasks against their test files (`registry/mbert.py`); the transfer
+lab's tasks (`registry/lab.py`) are scored the same way, by their kind (classification, tagging).
 
 Prediction files `<dir>/<task>/test-<lg>.tsv`, in the order of the test
 file:
@@ -36,6 +37,7 @@ from xtreme_jax.data.readers.mbert_data import MbertData
 from xtreme_jax.data.features.parsing_features import EVAL_MAX_WORDS
 from xtreme_jax.evaluation import metrics, parsing
 from xtreme_jax.registry.mbert import MBERT
+from xtreme_jax.registry.spec import BenchmarkSpec, TaskSpec
 
 METRIC = {t.name: t.score for t in MBERT.tasks}  # each task's score key (the registry's `score`)
 
@@ -66,31 +68,47 @@ def _aligned(path: str, predicted: list[list[str]], gold: list[dict]) -> None:
                              f"{len(g['tokens'])}")
 
 
-def score_file(task: str, path: str, gold: list[dict]) -> dict:
-  """The metrics of one prediction file against the gold records of its test file (module docstring)."""
-  if task == "mldoc":
-    predicted = [line.strip() for line in _lines(path) if line.strip()]
-    if len(predicted) != len(gold):
-      raise errors.DataError(f"{path}: {len(predicted)} labels; the test file has {len(gold)} documents")
-    return {"accuracy": metrics.accuracy(predicted, [g["label"] for g in gold])}
-  if task in ("parsing", "parsing_gold_pos"):
-    gold = [g for g in gold if len(g["tokens"]) <= EVAL_MAX_WORDS]
-    blocks = _blocks(path)
-    _aligned(path, blocks, gold)
-    heads, rels = [], []
-    for i, block in enumerate(blocks):
-      cols = [line.split("\t") for line in block]
-      if any(len(c) != 2 or not (c[0].isascii() and c[0].isdigit()) for c in cols):
-        raise errors.DataError(f"{path}: sentence {i + 1}: expected `HEAD<TAB>RELATION` per word")
-      heads.append([int(c[0]) for c in cols])
-      rels.append([c[1] for c in cols])
-    return parsing.attachment_scores([g["heads"] for g in gold], [g["deprels"] for g in gold], heads, rels,
-                                     [g["upos"] for g in gold])
+def _labels(path: str, gold: list[dict], spec: TaskSpec) -> dict:
+  del spec
+  predicted = [line.strip() for line in _lines(path) if line.strip()]
+  if len(predicted) != len(gold):
+    raise errors.DataError(f"{path}: {len(predicted)} labels; the test file has {len(gold)} documents")
+  return {"accuracy": metrics.accuracy(predicted, [g["label"] for g in gold])}
+
+
+def _trees(path: str, gold: list[dict], spec: TaskSpec) -> dict:
+  del spec
+  gold = [g for g in gold if len(g["tokens"]) <= EVAL_MAX_WORDS]
   blocks = _blocks(path)
   _aligned(path, blocks, gold)
-  if task == "ner":
+  heads, rels = [], []
+  for i, block in enumerate(blocks):
+    cols = [line.split("\t") for line in block]
+    if any(len(c) != 2 or not (c[0].isascii() and c[0].isdigit()) for c in cols):
+      raise errors.DataError(f"{path}: sentence {i + 1}: expected `HEAD<TAB>RELATION` per word")
+    heads.append([int(c[0]) for c in cols])
+    rels.append([c[1] for c in cols])
+  return parsing.attachment_scores([g["heads"] for g in gold], [g["deprels"] for g in gold], heads, rels,
+                                   [g["upos"] for g in gold])
+
+
+def _tags(path: str, gold: list[dict], spec: TaskSpec) -> dict:
+  blocks = _blocks(path)
+  _aligned(path, blocks, gold)
+  if spec.score == "f1":  # named entities: BIO spans
     return metrics.entity_f1([to_bio(b) for b in blocks], [g["tags"] for g in gold])
   return {"accuracy": metrics.pos_token_accuracy(blocks, [g["tags"] for g in gold])}
+
+
+# task kind -> (prediction file, gold records, spec) -> metrics
+_BY_KIND = {"pair_classification": _labels, "tagging": _tags, "parsing": _trees, "parsing_gold_pos": _trees}
+
+
+def score_file(task: str, path: str, gold: list[dict], benchmark: BenchmarkSpec = MBERT) -> dict:
+  """The metrics of one prediction file against the gold records of its test file (module docstring), by the
+  task's kind in `benchmark` (the mBERT paper's, or the transfer lab's)."""
+  spec = benchmark.task(task)
+  return _BY_KIND[spec.kind](path, gold, spec)
 
 
 def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_names,
@@ -98,20 +116,20 @@ def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_nam
   """Every task's per-language metrics and mean score over the languages predicted (module docstring)."""
   if not fs.isdir(directory):
     raise errors.MissingInputError(f"submission folder {directory} does not exist (or is not a folder)")
-  out = {}
+  out, benchmark = {}, data.benchmark
   for task in tasks:
-    spec, result = MBERT.task(task), {"languages": {}, "missing": {}}
+    spec, result = benchmark.task(task), {"languages": {}, "missing": {}}
     for lg in spec.test_languages:
       if languages is not None and lg not in languages:
         continue
-      path = os.path.join(directory, MBERT.prediction_file(task, lg))
+      path = os.path.join(directory, benchmark.prediction_file(task, lg))
       if not data.available(task, lg, "test"):
         result["missing"][lg] = "no test file"
       elif not fs.isfile(path):
         result["missing"][lg] = "no prediction file"
       else:
-        result["languages"][lg] = score_file(task, path, data.read(task, lg, "test"))
-    scores = [m[METRIC[task]] for m in result["languages"].values()]
+        result["languages"][lg] = score_file(task, path, data.read(task, lg, "test"), benchmark)
+    scores = [m[spec.score] for m in result["languages"].values()]
     result["score"] = sum(scores) / len(scores) if scores else None
     out[task] = result
   return {"tasks": out}
@@ -130,13 +148,16 @@ def score_folders(directory: str, data_dir: str, tasks: Optional[Sequence[str]] 
   return {**results, "missing_tasks": [t for t in selected if t not in present]}
 
 
-def format_table(results: dict) -> str:
+def format_table(results: dict, benchmark: BenchmarkSpec = MBERT) -> str:
   """A plain-text table: one row per task, its languages' scores (the task's metric, %) and their mean."""
   tasks = results["tasks"]
   langs = list(dict.fromkeys(lg for r in tasks.values() for lg in r["languages"]))
-  lines = [f"{'task':<9}" + "".join(f"{lg:>7}" for lg in langs) + f"{'mean':>7}"]
+  width = {lg: max(7, len(lg) + 1) for lg in langs}  # the lab's language names are longer than codes
+  lines = [f"{'task':<9}" + "".join(f"{lg:>{width[lg]}}" for lg in langs) + f"{'mean':>7}"]
   for task, r in tasks.items():
-    cells = [f"{r['languages'][lg][METRIC[task]]:7.1f}" if lg in r["languages"] else f"{'-':>7}" for lg in langs]
+    metric = benchmark.task(task).score
+    cells = [f"{r['languages'][lg][metric]:{width[lg]}.1f}" if lg in r["languages"] else f"{'-':>{width[lg]}}"
+             for lg in langs]
     mean = f"{r['score']:7.1f}" if r["score"] is not None else f"{'-':>7}"
     lines.append(f"{task:<9}" + "".join(cells) + mean)
   return "\n".join(lines)

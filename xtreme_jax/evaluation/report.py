@@ -53,6 +53,7 @@ from typing import Mapping, Optional, Sequence
 from xtreme_jax import atomic, fs
 from xtreme_jax.evaluation import metrics, plots, published
 from xtreme_jax.evaluation.tables import ENGLISH, METRIC_LABEL, fmt, markdown, mean, ordered_languages
+from xtreme_jax.registry import MBERT, BenchmarkSpec
 
 QA_ROW = "F1 / EM"
 # Rows of each task's table: (label, metric key); `None` is the QA "F1 / EM" cell.
@@ -531,12 +532,16 @@ def write_xglue_report(results: Mapping, out_dir: str) -> dict[str, str]:
   return paths
 
 
-def render_mbert_markdown(results: Mapping) -> str:
-  """The mBERT paper's report of `mbert_scorer.score_submission`'s results: one table per task with its
-  languages as columns (the task's metric, %), the task means, the fine-tuning table."""
-  from xtreme_jax.evaluation.mbert_scorer import METRIC
-  rows = [[task, METRIC[task], str(len(r["languages"])), fmt(r["score"])] for task, r in results["tasks"].items()]
-  parts = ["# The mBERT paper's tasks (zero-shot from English)",
+TITLES = {"mbert": "The mBERT paper's tasks (zero-shot from English)",
+          "lab": "The transfer lab's tasks (zero-shot from the base language)"}
+
+
+def render_mbert_markdown(results: Mapping, benchmark: BenchmarkSpec = MBERT) -> str:
+  """The mBERT paper's (or the transfer lab's) report of `mbert_scorer.score_submission`'s results: one table
+  per task with its languages as columns (the task's metric, %), the task means, the fine-tuning table."""
+  metric = {task: benchmark.task(task).score for task in results["tasks"]}
+  rows = [[task, metric[task], str(len(r["languages"])), fmt(r["score"])] for task, r in results["tasks"].items()]
+  parts = [f"# {TITLES[benchmark.name]}",
            markdown(["Task", "Metric", "Languages", "Mean"], ["---", "---", "---:", "---:"], rows)]
   parts += _published(results, list(results["tasks"]), _mbert_values(results))
   runs = results.get("runs") or {}
@@ -548,13 +553,13 @@ def render_mbert_markdown(results: Mapping) -> str:
     langs = ordered_languages(None, list(r["languages"]))
     if langs:
       parts += [f"## {task}", markdown(["Metric", *langs], ["---"] + ["---:"] * len(langs),
-                                       [[METRIC[task], *(fmt(r["languages"][lg][METRIC[task]]) for lg in langs)]])]
+                                       [[metric[task], *(fmt(r["languages"][lg][metric[task]]) for lg in langs)]])]
     if r["missing"]:
       parts.append("Not scored: " + ", ".join(f"{lg} ({why})" for lg, why in r["missing"].items()))
   return "\n\n".join(parts) + "\n"
 
 
-def write_mbert_report(results: Mapping, out_dir: str) -> dict[str, str]:
+def write_mbert_report(results: Mapping, out_dir: str, benchmark: BenchmarkSpec = MBERT) -> dict[str, str]:
   """`results.json`, `report.md` and, with `results["runs"]`, `plots/loss.png` under `out_dir`, atomically."""
   out_dir = fs.abspath(out_dir)
   paths = {}
@@ -563,7 +568,7 @@ def write_mbert_report(results: Mapping, out_dir: str) -> dict[str, str]:
   paths["results.json"] = os.path.join(out_dir, "results.json")
   atomic.write_json(paths["results.json"], results)
   paths["report.md"] = os.path.join(out_dir, "report.md")
-  atomic.write_text(paths["report.md"], render_mbert_markdown(results))
+  atomic.write_text(paths["report.md"], render_mbert_markdown(results, benchmark))
   return paths
 
 

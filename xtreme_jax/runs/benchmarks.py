@@ -1,4 +1,5 @@
-"""What differs between the benchmarks the run mode serves (XTREME, XGLUE, the mBERT paper): one object each.
+"""What differs between the benchmarks the run mode serves (XTREME, XGLUE, the mBERT paper, the transfer lab): one
+object each.
 
 `PROTOCOLS[name]` bundles a benchmark's registry spec, its data object, its label checks, its official scorer,
 table and report, and what runs after scoring (XTREME's analyses, the mBERT paper's subword overlap). The
@@ -11,10 +12,11 @@ import os
 from typing import Any, Mapping, Optional, Sequence
 
 from xtreme_jax import errors, fs
+from xtreme_jax.data.readers.lab_data import LabData
 from xtreme_jax.data.readers.mbert_data import MbertData
 from xtreme_jax.data.readers.xglue_data import XglueData
 from xtreme_jax.data.readers.xtreme_data import XtremeData
-from xtreme_jax.registry import MBERT, XGLUE, XTREME, BenchmarkSpec
+from xtreme_jax.registry import LAB, MBERT, XGLUE, XTREME, BenchmarkSpec
 
 
 class Protocol:
@@ -176,4 +178,24 @@ class Mbert(Protocol):
     print(f"subword overlap: {written['overlap.md']}")
 
 
-PROTOCOLS: dict[str, Protocol] = {p.spec.name: p for p in (Xtreme(), Xglue(), Mbert())}
+class Lab(Protocol):
+  """The transfer lab (`runs/lab.py`): its generated folder holds the gold; scored and reported like the mBERT
+  paper's tasks, by kind."""
+
+  spec, data_class = LAB, LabData
+  labels_layout = "the lab's data folder (its lab.json): its test files carry the gold"
+
+  def score(self, runner, tasks, labels_dir):
+    from xtreme_jax.evaluation import mbert_scorer
+    return mbert_scorer.score_submission(runner.submission, LabData(data_dir=labels_dir), tasks)
+
+  def write_report(self, results, folder):
+    from xtreme_jax.evaluation import report
+    report.write_mbert_report(results, folder, LAB)
+
+  def table(self, results):
+    from xtreme_jax.evaluation import mbert_scorer
+    return mbert_scorer.format_table(results, LAB)
+
+
+PROTOCOLS: dict[str, Protocol] = {p.spec.name: p for p in (Xtreme(), Xglue(), Mbert(), Lab())}

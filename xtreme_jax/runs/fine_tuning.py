@@ -118,7 +118,7 @@ class InLanguage(Setting):
   few_shot: Optional[int] = None
 
   def training_set(self, run, task, language):
-    if task not in IN_LANGUAGE_TASKS:
+    if not run.spec(task).in_language:
       return super().training_set(run, task, language)
     own = run.spec(task).languages["train"]
     errors.require(language in own, f"{task}: {language} has no training split for the {self.name} setting; "
@@ -136,7 +136,7 @@ class InLanguageMulti(Setting):
   """Every language's training data at once, one model per task (tasks without: zero-shot)."""
 
   def training_set(self, run, task, language):
-    if task not in IN_LANGUAGE_TASKS:
+    if not run.spec(task).in_language:
       return super().training_set(run, task, language)
     return TrainingSet(f"{task}_all", tuple((task, lg, "train") for lg in run.spec(task).languages["train"]
                                             if run.available(task, lg, "train")))

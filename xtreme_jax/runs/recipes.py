@@ -196,7 +196,7 @@ class FinetuneSettings:
                    f"{list(FINETUNED + RETRIEVAL_TASKS)} (XQuAD and MLQA fine-tune the 'squad' model), XGLUE "
                    f"{list(finetuned_models(XGLUE))}")
     for key, value in self.tasks.items():
-      want = RetrievalSettings if key in RETRIEVAL_TASKS else TaskSettings
+      want = RetrievalSettings if any(key in retrieval_tasks(b) for b in BENCHMARKS.values()) else TaskSettings
       errors.require(isinstance(value, want), f"FinetuneSettings.tasks[{key!r}] is a {type(value).__name__}; "
                      f"expected xtreme.{want.__name__}")
 

@@ -167,7 +167,8 @@ class PairClassification(Kind):
     index = {label: i for i, label in enumerate(spec.labels)}
     out = []
     for ex in examples:
-      f = encode_pair(vocab, [ex["text_a"], ex["text_b"]], settings.seq_len)
+      texts = [ex["text_a"]] if ex["text_b"] is None else [ex["text_a"], ex["text_b"]]  # None: one sentence
+      f = encode_pair(vocab, texts, settings.seq_len)
       if training and ex["label"] not in index:
         raise errors.DataError(f"example {ex['id']}: label {ex['label']!r} is not one of {list(spec.labels)}")
       f["labels"] = np.asarray(index[ex["label"]] if training else 0, np.int32)

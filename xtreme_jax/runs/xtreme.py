@@ -272,6 +272,18 @@ def mbert(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabula
   return _run(runner, tasks, languages, labels_dir, published_model=published_model)
 
 
+def lab(run_dir: str, data_dir: str, model_config: TransformerConfig, vocabulary: str,
+        labels_dir: Optional[str] = None, tasks: Sequence[str] = ("pos", "topic"),
+        languages: Optional[dict] = None, init_checkpoint: Optional[str] = None,
+        settings: FinetuneSettings = FinetuneSettings(), partition: PartitionConfig = PartitionConfig()) -> dict:
+  """Runs the transfer lab's fine-tuned tasks (`registry/lab.py`) on a generated lab folder `data_dir` (its
+  test files carry the gold: `labels_dir` is usually `data_dir`); the lab run mode (`runs/lab.py`) calls it
+  once per condition and seed. The rest as `xtreme`."""
+  runner = XtremeRunner(run_dir, data_dir, model_config, vocabulary, init_checkpoint, settings, partition,
+                        benchmark="lab")
+  return _run(runner, tasks, languages, labels_dir)
+
+
 def _run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[dict], labels_dir: Optional[str],
          pseudo_test: bool = False, published_model: Optional[str] = None) -> dict:
   """Claims the run directory, checks everything (`check_run`), then `run_benchmark`."""

@@ -1,0 +1,138 @@
+"""The transfer lab end to end in miniature: generated folder, reader, registry, scorer, report, claims."""
+
+import json
+
+import gin
+import numpy as np
+import pytest
+
+from xtreme_jax import cli, errors
+from xtreme_jax.data.readers.lab_data import LabData
+from xtreme_jax.data.synthetic.lab_dataset import LabLanguages, parse_recipe, write_lab_data
+from xtreme_jax.data.synthetic.transforms import InvertOrder, PartialOverlap, VocabularyShift
+from xtreme_jax.evaluation import lab_report, mbert_scorer
+from xtreme_jax.registry import LAB
+
+TIER = "integration"  # conftest.py: this file's tier
+
+SMALL = LabLanguages(pretrain_sentences=40, train_sentences=24, dev_sentences=8, test_sentences=16)
+
+
+@pytest.fixture(scope="module")
+def lab_dir(tmp_path_factory):
+  folder = tmp_path_factory.mktemp("lab") / "data"
+  write_lab_data(str(folder), SMALL)
+  return folder
+
+
+def test_recipes_parse_and_bad_ones_are_one_line():
+  assert parse_recipe("") == ()
+  assert parse_recipe("shift(2)+invert") == (VocabularyShift(seed=2), InvertOrder())
+  assert parse_recipe(" overlap(0.25, 3) ") == (PartialOverlap(share=0.25, seed=3),)
+  for bad, needle in (("shfit(1)", "expected one of shift(seed)"), ("overlap", "expected one of"),
+                      ("shift(x)", "'x' is not a int")):
+    with pytest.raises(errors.ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+      parse_recipe(bad)
+  with pytest.raises(errors.ConfigError, match="holding 'base'"):
+    LabLanguages(languages={"shift": "shift(1)"})
+
+
+def test_files_are_parallel_and_tags_follow_the_grammar(lab_dir):
+  data = LabData(data_dir=str(lab_dir))
+  assert data.languages == ("base", "shift", "shift_inv", "overlap50")
+  assert data.benchmark.task("pos").languages["train"] == data.languages
+  base, shift, inverted = (data.read("pos", lg, "test") for lg in ("base", "shift", "shift_inv"))
+  assert len(base) == len(shift) == len(inverted) == 16
+  for b, s, i in zip(base, shift, inverted):
+    assert b["tags"] == s["tags"] and not set(b["tokens"]) & set(s["tokens"])  # same order, no shared form
+    assert i["tags"][:-1] == b["tags"][-2::-1] and i["tags"][-1] == "PUNCT"  # reversed, final punctuation kept
+  topics = data.read("topic", "shift", "train")
+  assert [r["label"] for r in topics] == [r["label"] for r in data.read("topic", "base", "train")]
+  assert {r["label"] for r in topics} <= set(LAB.task("topic").labels)
+  pairs = data.read("retrieval", "overlap50", "test")
+  assert pairs["source"] == [" ".join(r["tokens"]) for r in base] and len(pairs["target"]) == 16
+  # A second write of the same lab keeps the folder; the pretraining texts are each language's own sample.
+  before = (lab_dir / "pos" / "test-shift.tsv").stat().st_mtime_ns
+  write_lab_data(str(lab_dir), SMALL)
+  assert (lab_dir / "pos" / "test-shift.tsv").stat().st_mtime_ns == before
+  texts = [(lab_dir / "pretrain" / "base.txt").read_text().split("\n\n")[0],
+           (lab_dir / "pretrain" / "overlap50.txt").read_text().split("\n\n")[0]]
+  assert len(texts[0].splitlines()) == 8 and texts[0] != texts[1]
+
+
+def test_scorer_scores_the_lab_by_kind(lab_dir, tmp_path):
+  data = LabData(data_dir=str(lab_dir))
+  gold = data.read("pos", "shift", "test")
+  (tmp_path / "pos").mkdir()
+  (tmp_path / "topic").mkdir()
+  wrong = {0: "NOUN"}  # the first word of every sentence predicted NOUN
+  (tmp_path / "pos" / "test-shift.tsv").write_text("".join(
+      "".join(f"{wrong.get(j, t)}\n" for j, t in enumerate(r["tags"])) + "\n" for r in gold))
+  topics = data.read("topic", "shift", "test")
+  (tmp_path / "topic" / "test-shift.tsv").write_text("".join(f"{r['label']}\n" for r in topics[:-1]) + "topic0\n")
+  result = mbert_scorer.score_submission(str(tmp_path), data, ("pos", "topic"), languages=("shift",))["tasks"]
+  words = sum(len(r["tags"]) for r in gold)
+  right = words - sum(r["tags"][0] != "NOUN" for r in gold)
+  assert result["pos"]["languages"]["shift"]["accuracy"] == pytest.approx(100 * right / words)
+  assert result["topic"]["languages"]["shift"]["accuracy"] == pytest.approx(
+      100 * (15 + (topics[-1]["label"] == "topic0")) / 16)
+
+
+def _results(zero_shot, retrieval, translate=None):
+  conditions = {"pretrained": {"pretrained_on": ["base"], "retrieval": retrieval["pretrained"],
+                               "zero_shot": {str(i): {"pos": s} for i, s in enumerate(zero_shot["pretrained"])}},
+                "no_pretraining": {"pretrained_on": None, "retrieval": retrieval["no_pretraining"],
+                                   "zero_shot": {str(i): {"pos": s} for i, s in enumerate(zero_shot["none"])}}}
+  if translate:
+    conditions["pretrained"]["translate_train"] = {"0": {"pos": translate}}
+  return {"languages": SMALL.describe(), "experiment": {"pretrain_steps": 1, "seeds": [0, 1]},
+          "conditions": conditions, "chance": {"pos": 20.0}}
+
+
+def test_claims_by_hand(tmp_path):
+  pretrained = [{"base": 96, "shift": 90, "shift_inv": 40, "overlap50": 93},
+                {"base": 98, "shift": 92, "shift_inv": 44, "overlap50": 95}]
+  none = [{"base": 90, "shift": 25, "shift_inv": 22, "overlap50": 50}] * 2
+  retrieval = {"pretrained": {"shift": 40.0, "shift_inv": 10.0, "overlap50": 60.0},
+               "no_pretraining": {"shift": 1.0, "shift_inv": 1.0, "overlap50": 20.0}}
+  results = _results({"pretrained": pretrained, "none": none}, retrieval, translate={lg: 97 for lg in pretrained[0]})
+  verdicts = {c[:3]: (v, n) for c, v, n in lab_report.claims(results, "pos")}
+  # (a) shift 91 - 20 >= (97 - 20) / 2; (b) 91 - 42 > 2 * max std (2.83); (c) shares 1, 0, 0.5 -> 97, 91, 94
+  assert verdicts["(a)"] == ("reproduced", "shift 91.0 +- 1.4; base 97.0, chance 20.0")
+  assert verdicts["(b)"][0] == "reproduced" and "shift_inv 42.0 +- 2.8" in verdicts["(b)"][1]
+  assert verdicts["(c)"][0] == "reproduced" and verdicts["(c)"][1].startswith("Pearson r over same-order languages "
+                                                                              "(the base: share 1) 1.00")
+  xs, ys = [40, 10, 60, 1, 1, 20], [91, 42, 94, 25, 22, 50]
+  assert verdicts["(d)"] == ("reproduced", f"Pearson r = {np.corrcoef(xs, ys)[0, 1]:.2f} over 6 (condition, "
+                                           "language) points")
+  flat = [dict(p, shift=30, shift_inv=30) for p in pretrained]
+  verdicts = {c[:3]: v for c, v, _ in lab_report.claims(_results({"pretrained": flat, "none": none}, retrieval), "pos")}
+  assert verdicts["(a)"] == "not reproduced" and verdicts["(b)"] == "not reproduced"
+  paths = lab_report.write(str(tmp_path), results)
+  report = (tmp_path / "report.md").read_text()
+  assert "| pretrained translate-train | 97.0 +- 0.0 |" in report and "| pretrained gap | 0.0 | 6.0 |" in report
+  assert all((tmp_path / p).is_file() for p in lab_report.PLOTS.values()) and set(lab_report.PLOTS.values()) <= set(paths)
+  assert json.loads((tmp_path / "results.json").read_text()) == results
+
+
+@pytest.mark.e2e
+def test_miniature_lab_runs_the_whole_stack(tmp_path):
+  """Pretraining, fine-tuning on the base language and zero-shot everywhere, retrieval, the report: the base
+  language's own POS score far above chance."""
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/lab_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.PRETRAIN_SENTENCES=400", "--gin.PRETRAIN_STEPS=40", "--gin.SEEDS=(0,)",
+                     "--gin.CONTROLS=()", "--gin.EPOCHS=6.0", "--gin.lab.LabExperiment.tasks=('pos',)",
+                     "--gin.lab.LabExperiment.translate_train=False",
+                     "--gin.lab_dataset.LabLanguages.train_sentences=80",
+                     "--gin.lab_dataset.LabLanguages.test_sentences=40"]) == 0
+  finally:
+    gin.clear_config(clear_constants=True)
+  results = json.loads((tmp_path / "lab" / "results.json").read_text())
+  scores = results["conditions"]["pretrained"]["zero_shot"]["0"]["pos"]
+  assert set(scores) == {"base", "shift", "shift_inv", "overlap50"}
+  assert scores["base"] > results["chance"]["pos"] + 30, (scores, results["chance"])
+  assert set(results["conditions"]["pretrained"]["retrieval"]) == {"shift", "shift_inv", "overlap50"}
+  report = (tmp_path / "lab" / "report.md").read_text()
+  assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "retrieval.png").is_file()

@@ -1,0 +1,196 @@
+"""The transfer lab: what makes zero-shot transfer work, tested on synthetic languages over the real stack.
+
+`lab` (the Gin run mode `experiments/lab_quickstart.gin`, `lab_full.gin`) runs, in `run_dir`:
+
+1. `data/`: the languages (`data/synthetic/lab_dataset.py`: a base language from a grammar and languages derived
+   from it by recipes such as `shift(1)+invert`), their task files and pretraining text;
+2. `vocab/`: a sentencepiece vocabulary trained on the union of the pretraining texts;
+3. `pretrain/<condition>/`: a masked-LM pretraining run (the pretraining run mode: VECO's IS-MLM objective, the
+   languages sampled with exponent `alpha`) per pretraining condition: `pretrained` (every language) and the
+   control `base_only` (the base language alone); the control `no_pretraining` starts from a random encoder.
+   Each condition's encoder is exported (`pretrain/<condition>/encoder`, the import-hf format);
+4. `<condition>/seed<k>/`: the benchmark runner on the lab's tasks (`registry/lab.py`; POS tagging and topic
+   classification), trained on the base language only and tested zero-shot on every language, once per seed;
+   for `pretrained`, also `translate_train/seed<k>/` (the in-language setting: each language's exact
+   translation of the base's training set, the upper reference);
+5. retrieval: Tatoeba-style accuracy of each language's test sentences against the base's, with each
+   condition's encoder (the alignment measure);
+6. `lab/results.json` and `lab/report.md` with the plots (`evaluation/lab_report.py`).
+
+Every stage is a claimed, resumable run directory of its own mode: a rerun of the same command skips what is
+done. A `run_dir` holding a lab with other languages or sizes is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Optional, Sequence
+
+from xtreme_jax import errors, fs
+from xtreme_jax.data.readers.lab_data import LabData
+from xtreme_jax.data.synthetic.lab_dataset import MANIFEST, LabLanguages, write_lab_data
+from xtreme_jax.networks.config import TransformerConfig
+from xtreme_jax.registry.lab import BASE
+from xtreme_jax.runs import bookkeeping, xtreme
+from xtreme_jax.runs.recipes import FinetuneSettings, RetrievalSettings
+from xtreme_jax.training import validation as v
+from xtreme_jax.training.partitioning import PartitionConfig
+
+CONDITIONS = ("pretrained", "base_only", "no_pretraining")  # the pretraining conditions, the two controls last
+
+
+@dataclasses.dataclass(frozen=True)
+class LabExperiment:
+  """What the lab runs: the pretraining (steps, batch, segment length, learning rate, language sampling
+  exponent, vocabulary size), the fine-tuning seeds, the conditions (`CONDITIONS`; `pretrained` is always run)
+  and whether translate-train is run as the upper reference."""
+
+  pretrain_steps: int = 3000
+  pretrain_batch_size: int = 32
+  segment_len: int = 30
+  pretrain_learning_rate: float = 2e-3
+  alpha: float = 0.7
+  vocab_size: int = 1000
+  seeds: Sequence[int] = (0, 1, 2)
+  tasks: Sequence[str] = ("pos", "topic")
+  controls: Sequence[str] = ("base_only", "no_pretraining")
+  translate_train: bool = True
+  retrieval_sentences: Optional[int] = None  # test sentences searched per language (None: all)
+
+  def __post_init__(self):
+    v.require(self, "pretrain_steps", v.positive_int, "a positive integer")
+    v.require(self, "seeds", lambda x: not isinstance(x, str) and len(x) > 0 and all(v.non_negative_int(s) for s in x),
+              "a non-empty list of seeds")
+    v.require(self, "tasks", lambda x: not isinstance(x, str) and set(x) <= {"pos", "topic"} and len(x) > 0,
+              "a non-empty list of 'pos' / 'topic'")
+    v.require(self, "controls", lambda x: not isinstance(x, str) and set(x) <= set(CONDITIONS[1:]),
+              f"a list of {CONDITIONS[1:]}")
+
+  @property
+  def conditions(self) -> tuple[str, ...]:
+    return tuple(c for c in CONDITIONS if c == "pretrained" or c in self.controls)
+
+
+def _claim_data(run_dir: str, languages: LabLanguages) -> str:
+  """Writes the lab's data folder (or keeps the one there if it is this lab's); refuses another lab's."""
+  data_dir = os.path.join(run_dir, "data")
+  manifest = os.path.join(data_dir, MANIFEST)
+  if fs.isfile(manifest):
+    with open(manifest, encoding="utf-8") as f:
+      found = json.load(f)
+    wanted = {"format": 1, **languages.describe()}
+    errors.require(found == wanted, f"{run_dir} holds a lab with other languages or sizes ({manifest}); use another "
+                   "RUN_DIR or restore its settings")
+  bookkeeping.say(f"lab: languages {', '.join(languages.names)} -> {data_dir}")
+  write_lab_data(data_dir, languages)
+  return data_dir
+
+
+def _vocabulary(run_dir: str, data_dir: str, names: Sequence[str], size: int, config: TransformerConfig) -> str:
+  """A sentencepiece model trained on every language's pretraining text (kept once trained)."""
+  from xtreme_jax.data.vocab.spm_training import train_xlmr_style
+  from xtreme_jax.data.vocab.vocabularies import load_vocabulary
+  path = os.path.join(run_dir, "vocab", "spm.model")
+  if not fs.isfile(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    lines = [line for lg in names for line in open(os.path.join(data_dir, "pretrain", f"{lg}.txt"), encoding="utf-8")
+             if line.strip()]
+    tmp = train_xlmr_style(lines, os.path.join(os.path.dirname(path), ".spm"), size)
+    os.replace(tmp, path)
+    os.remove(tmp[: -len(".model")] + ".vocab")
+  ids = load_vocabulary(path).vocab_size
+  errors.require(ids <= config.vocab_size, f"the lab's vocabulary {path} has {ids} ids but the model's vocab_size is "
+                 f"{config.vocab_size}; raise vocab_size or lower LabExperiment.vocab_size")
+  return path
+
+
+def _pretrain(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig, languages: Sequence[str],
+              experiment: LabExperiment, partition: PartitionConfig) -> str:
+  """The exported encoder of a masked-LM pretraining on `languages` (trained once, resumed if interrupted)."""
+  from xtreme_jax.data.pretraining.pretraining_corpora import VecoPairSource
+  from xtreme_jax.models.veco import VecoModel
+  from xtreme_jax.models.veco_assembly import export_encoder
+  from xtreme_jax.runs import train
+  from xtreme_jax.training.optim import OptimizerConfig
+  from xtreme_jax.training.trainer import TrainerConfig
+  encoder = os.path.join(run_dir, "encoder")
+  if fs.isfile(os.path.join(encoder, "config.json")):
+    return encoder
+  source = VecoPairSource(vocabulary=vocab, data_dir=data_dir, monolingual_dir="pretrain", languages=tuple(languages),
+                          blank_line_documents=True, segment_len=experiment.segment_len,
+                          batch_size=experiment.pretrain_batch_size, alpha=experiment.alpha)
+  steps = experiment.pretrain_steps
+  train.pretrain(os.path.join(run_dir, "run"), config, source, model=VecoModel(config, objectives=("is",)),
+                 optimizer=OptimizerConfig(learning_rate=experiment.pretrain_learning_rate, warmup_ratio=0.05,
+                                           eps=1e-6),
+                 trainer=TrainerConfig(train_steps=steps, log_every=max(1, steps // 20),
+                                       checkpoint_every=min(1000, steps), keep_checkpoints=1),
+                 partition=partition)
+  return export_encoder(os.path.join(run_dir, "run"), encoder)
+
+
+def _retrieval(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig, encoder: Optional[str],
+               settings: FinetuneSettings, partition: PartitionConfig, limit: Optional[int]) -> dict:
+  """{language: accuracy %} of finding each test sentence's translation among the base's (Tatoeba's
+  measure: cosine nearest neighbour of mean-pooled states), with `encoder` (None: a random one)."""
+  from xtreme_jax.evaluation import metrics, retrieval
+  runner = xtreme.XtremeRunner(run_dir, data_dir, config, vocab, encoder, settings, partition, benchmark="lab")
+  data = LabData(data_dir=data_dir)
+  out = {}
+  for lg in data.languages:
+    if lg == BASE:
+      continue
+    pairs = data.read("retrieval", lg, "test")
+    source, target = pairs["source"][:limit], pairs["target"][:limit]
+    nearest = retrieval.tatoeba_predict(runner.retrieval.embed(source, "retrieval"),
+                                        runner.retrieval.embed(target, "retrieval"))
+    out[lg] = metrics.tatoeba_accuracy(nearest, range(len(target)))
+  return out
+
+
+def _scores(result: dict) -> dict:
+  """{task: {language: score}} of a benchmark run's results."""
+  return {task: {lg: m["accuracy"] for lg, m in r["languages"].items()} for task, r in result["tasks"].items()}
+
+
+def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages = LabLanguages(),
+        experiment: LabExperiment = LabExperiment(), settings: FinetuneSettings = FinetuneSettings(),
+        partition: PartitionConfig = PartitionConfig()) -> dict:
+  """Runs the lab (module docstring); returns `lab/results.json`'s content. `settings` holds the tasks'
+  fine-tuning recipes (`pos`, `topic`) and the retrieval settings (`retrieval`); its setting and seed are the
+  lab's to set."""
+  from xtreme_jax.evaluation import lab_report
+  errors.require(isinstance(languages, LabLanguages), f"LAB_LANGUAGES must be a lab_dataset.LabLanguages, got "
+                 f"{type(languages).__name__}")
+  if "retrieval" not in settings.tasks:
+    settings = dataclasses.replace(settings, tasks={**settings.tasks, "retrieval": RetrievalSettings(seq_len=64)})
+  data_dir = _claim_data(run_dir, languages)
+  vocab = _vocabulary(run_dir, data_dir, languages.names, experiment.vocab_size, model_config)
+  pretraining = {"pretrained": languages.names, "base_only": (BASE,), "no_pretraining": None}
+  from xtreme_jax.runs.train import describe
+  results: dict = {"languages": languages.describe(), "experiment": describe(experiment), "conditions": {}}
+  for condition in experiment.conditions:
+    trained_on = pretraining[condition]
+    encoder = None if trained_on is None else _pretrain(os.path.join(run_dir, "pretrain", condition), data_dir,
+                                                        vocab, model_config, trained_on, experiment, partition)
+    entry = results["conditions"][condition] = {"pretrained_on": trained_on, "zero_shot": {}, "retrieval": _retrieval(
+        os.path.join(run_dir, condition), data_dir, vocab, model_config, encoder, settings, partition,
+        experiment.retrieval_sentences)}
+    settings_list = [("zero_shot", condition)] + ([("in_language", "translate_train")]
+                                                  if condition == "pretrained" and experiment.translate_train else [])
+    for setting, folder in settings_list:
+      for seed in experiment.seeds:
+        bookkeeping.say(f"lab: {condition} {setting} seed {seed}")
+        result = xtreme.lab(os.path.join(run_dir, folder, f"seed{seed}"), data_dir, model_config, vocab,
+                            labels_dir=data_dir, tasks=tuple(experiment.tasks), init_checkpoint=encoder,
+                            settings=dataclasses.replace(settings, setting=setting, seed=seed), partition=partition)
+        key = "zero_shot" if setting == "zero_shot" else "translate_train"
+        entry.setdefault(key, {})[str(seed)] = _scores(result)
+  results["chance"] = lab_report.chance(LabData(data_dir=data_dir), experiment.tasks)
+  written = lab_report.write(os.path.join(run_dir, "lab"), results)
+  print(lab_report.summary(results))
+  print(f"lab report: {written['report.md']}")
+  return results
+
