@@ -113,8 +113,8 @@ TIERS = ("unit", "integration", "e2e")
 
 
 # Files in the order of their cost (seconds of tests on one worker, `tests/file_costs.json`; a file not listed
-# counts as 1 s), costliest first: xdist hands whole files to the two workers in this order (`--dist loadfile
-# --no-loadscope-reorder`), so the last files to start are short ones and both workers finish together (its own
+# counts as 1 s), costliest first: xdist hands whole files to the workers in this order (`--dist loadfile
+# --no-loadscope-reorder`), so the last files to start are short ones and the workers finish together (its own
 # order, by number of tests, started the few-test whole runs last). Refresh the table from a run with
 # `--durations=0` when files change much; a stale table only changes the order.
 with open(os.path.join(os.path.dirname(__file__), "file_costs.json")) as _f:
