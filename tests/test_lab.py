@@ -35,6 +35,8 @@ def test_recipes_parse_and_bad_ones_are_one_line():
       parse_recipe(bad)
   with pytest.raises(errors.ConfigError, match="holding 'base'"):
     LabLanguages(languages={"shift": "shift(1)"})
+  with pytest.raises(errors.ConfigError, match=r"LAB languages\['x'\]: language recipe step 'shfit\(1\)'"):
+    LabLanguages(languages={"base": "", "x": "shfit(1)"})
 
 
 def test_files_are_parallel_and_tags_follow_the_grammar(lab_dir):
@@ -136,3 +138,16 @@ def test_miniature_lab_runs_the_whole_stack(tmp_path):
   assert set(results["conditions"]["pretrained"]["retrieval"]) == {"shift", "shift_inv", "overlap50"}
   report = (tmp_path / "lab" / "report.md").read_text()
   assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "retrieval.png").is_file()
+
+
+def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp_path):
+  from conftest import TINY
+  from xtreme_jax.runs import lab
+  write_lab_data(str(tmp_path / "data"), SMALL)
+  other = LabLanguages(languages={"base": "", "fake": "shift(7)"}, pretrain_sentences=40, train_sentences=24,
+                       dev_sentences=8, test_sentences=16)
+  with pytest.raises(errors.ConfigError, match=f"{tmp_path} holds a lab with other languages or sizes"):
+    lab.lab(str(tmp_path), TINY, other)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # nothing else written
+  with pytest.raises(errors.MissingInputError, match="has no lab.json"):
+    LabData(data_dir=str(tmp_path / "nowhere"))

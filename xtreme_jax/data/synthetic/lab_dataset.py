@@ -96,6 +96,10 @@ class LabLanguages:
     for name in self.languages:
       errors.require(isinstance(name, str) and re.fullmatch(r"[a-z][a-z0-9_]*", name) is not None,
                      f"LAB language name {name!r}; expected lower-case letters, digits and _ (a file name)")
+      try:  # a bad recipe is refused here, before anything is written
+        parse_recipe(self.languages[name])
+      except errors.ConfigError as e:
+        raise errors.ConfigError(f"LAB languages[{name!r}]: {e}") from None
     for size in ("pretrain_sentences", "train_sentences", "dev_sentences", "test_sentences"):
       errors.require(getattr(self, size) > 0, f"LabLanguages.{size}={getattr(self, size)}; expected > 0")
 
