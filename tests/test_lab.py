@@ -113,7 +113,9 @@ def test_claims_by_hand(tmp_path):
   paths = lab_report.write(str(tmp_path), results)
   report = (tmp_path / "report.md").read_text()
   assert "| pretrained translate-train | 97.0 +- 0.0 |" in report and "| pretrained gap | 0.0 | 6.0 |" in report
-  assert all((tmp_path / p).is_file() for p in lab_report.PLOTS.values()) and set(lab_report.PLOTS.values()) <= set(paths)
+  plotted = {p.format(task="pos") for p in lab_report.PLOTS.values()}
+  assert all((tmp_path / p).is_file() for p in plotted) and plotted <= set(paths)
+  assert "![pos retrieval](plots/pos_retrieval.png)" in report
   assert json.loads((tmp_path / "results.json").read_text()) == results
 
 
@@ -137,7 +139,7 @@ def test_miniature_lab_runs_the_whole_stack(tmp_path):
   assert scores["base"] > results["chance"]["pos"] + 30, (scores, results["chance"])
   assert set(results["conditions"]["pretrained"]["retrieval"]) == {"shift", "shift_inv", "overlap50"}
   report = (tmp_path / "lab" / "report.md").read_text()
-  assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "retrieval.png").is_file()
+  assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "pos_retrieval.png").is_file()
 
 
 def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp_path):

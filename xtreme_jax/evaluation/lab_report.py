@@ -32,7 +32,8 @@ from xtreme_jax.evaluation import plots
 from xtreme_jax.evaluation.tables import fmt, markdown
 from xtreme_jax.registry.lab import BASE
 
-PLOTS = {"zero_shot": "plots/zero_shot.png", "overlap": "plots/overlap.png", "retrieval": "plots/retrieval.png"}
+PLOTS = {"zero_shot": "plots/{task}_zero_shot.png", "overlap": "plots/{task}_overlap.png",
+         "retrieval": "plots/{task}_retrieval.png"}  # per task
 
 
 def chance(data, tasks: Sequence[str]) -> dict[str, float]:
@@ -161,7 +162,7 @@ def render(results: Mapping) -> str:
   for task in results["chance"]:
     parts += [f"## {task} (chance {results['chance'][task]:.1f})", _task_table(results, task),
               markdown(["Claim", "Verdict", "Numbers"], ["---", "---", "---"], claims(results, task))]
-  parts += [f"![{name}]({path})" for name, path in PLOTS.items()]
+    parts += [f"![{task} {name}]({path.format(task=task)})" for name, path in PLOTS.items()]
   return "\n\n".join(parts) + "\n"
 
 
@@ -210,20 +211,24 @@ def _scatter(points, xlabel: str, ylabel: str, title: str):
 
 
 def write(out_dir: str, results: Mapping) -> dict[str, str]:
-  """`results.json`, `report.md` and the plots (of the first task) under `out_dir`, atomically; their paths."""
-  task = next(iter(results["chance"]))
+  """`results.json`, `report.md` and each task's plots under `out_dir`, atomically; their paths."""
   facts = language_facts(results["languages"]["languages"])
-  pretrained = by_language(results["conditions"]["pretrained"], "zero_shot", task)
   paths = {"results.json": os.path.join(out_dir, "results.json"), "report.md": os.path.join(out_dir, "report.md")}
-  figures = {
-      "zero_shot": _zero_shot_figure(results, task),
-      "overlap": _scatter([(facts[lg]["overlap"], m, lg) for lg, (m, _) in pretrained.items()],
-                          "share of base word forms", f"{task} zero-shot accuracy (%)", "transfer against overlap"),
-      "retrieval": _scatter([(acc, score, f"{cond}:{lg}") for cond, lg, acc, score in retrieval_points(results, task)],
-                            "retrieval accuracy (%)", f"{task} zero-shot accuracy (%)",
-                            "transfer against alignment (retrieval)")}
-  for name, fig in figures.items():
-    paths[PLOTS[name]] = plots.save_png(fig, os.path.join(out_dir, PLOTS[name]))
+  for task in results["chance"]:
+    pretrained = by_language(results["conditions"]["pretrained"], "zero_shot", task)
+    points = retrieval_points(results, task)
+    r = pearson([p[2] for p in points], [p[3] for p in points])
+    figures = {
+        "zero_shot": _zero_shot_figure(results, task),
+        "overlap": _scatter([(facts[lg]["overlap"], m, lg) for lg, (m, _) in pretrained.items()],
+                            "share of base word forms", f"{task} zero-shot accuracy (%)",
+                            f"{task}: transfer against overlap (pretrained)"),
+        "retrieval": _scatter([(acc, score, f"{cond}:{lg}") for cond, lg, acc, score in points],
+                              "retrieval accuracy (%)", f"{task} zero-shot accuracy (%)",
+                              f"{task}: transfer against alignment" + ("" if r is None else f" (Pearson r {r:.2f})"))}
+    for name, fig in figures.items():
+      path = PLOTS[name].format(task=task)
+      paths[path] = plots.save_png(fig, os.path.join(out_dir, path))
   atomic.write_json(paths["results.json"], results)
   atomic.write_text(paths["report.md"], render(results))
   return paths
