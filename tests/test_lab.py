@@ -153,3 +153,19 @@ def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp
   assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # nothing else written
   with pytest.raises(errors.MissingInputError, match="has no lab.json"):
     LabData(data_dir=str(tmp_path / "nowhere"))
+
+
+def test_per_language_pretraining_pairs_each_derived_language_with_the_base():
+  from xtreme_jax.runs.lab import LabExperiment, Unit, merge, units
+  names = ("base", "shift", "shift_inv")
+  joint, paired = LabExperiment(), LabExperiment(pretraining="per_language")
+  assert units("pretrained", names, joint) == [Unit(names, names)]
+  assert units("pretrained", names, paired) == [Unit(("base", "shift"), ("base", "shift"), "shift"),
+                                                Unit(("base", "shift_inv"), ("base", "shift_inv"), "shift_inv")]
+  assert units("base_only", names, paired) == [Unit(("base",), names)]
+  assert units("no_pretraining", names, paired) == [Unit(None, names)]
+  # Each derived language's score from its own pair; the base's the mean of the pairs' base models.
+  assert merge([{"pos": {"base": 90.0, "shift": 70.0}}, {"pos": {"base": 96.0, "shift_inv": 30.0}}]) == {
+      "pos": {"base": 93.0, "shift": 70.0, "shift_inv": 30.0}}
+  with pytest.raises(errors.ConfigError, match="pretraining"):
+    LabExperiment(pretraining="pairs")

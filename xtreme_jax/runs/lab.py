@@ -6,13 +6,16 @@
    from it by recipes such as `shift(1)+invert`), their task files and pretraining text;
 2. `vocab/`: a sentencepiece vocabulary trained on the union of the pretraining texts;
 3. `pretrain/<condition>/`: a masked-LM pretraining run (the pretraining run mode: VECO's IS-MLM objective, the
-   languages sampled with exponent `alpha`) per pretraining condition: `pretrained` (every language) and the
-   control `base_only` (the base language alone); the control `no_pretraining` starts from a random encoder.
-   Each condition's encoder is exported (`pretrain/<condition>/encoder`, the import-hf format);
-4. `<condition>/seed<k>/`: the benchmark runner on the lab's tasks (`registry/lab.py`; POS tagging and topic
-   classification), trained on the base language only and tested zero-shot on every language, once per seed;
-   for `pretrained`, also `translate_train/seed<k>/` (the in-language setting: each language's exact
-   translation of the base's training set, the upper reference);
+   languages sampled with exponent `alpha`) per pretraining condition: `pretrained` (every language at once;
+   `LabExperiment.pretraining='per_language'`: one run per derived language with the base,
+   `pretrain/pretrained_<lg>/`, the papers' bilingual models) and the control `base_only` (the base language
+   alone); the control `no_pretraining` starts from a random encoder. Each encoder is exported (`.../encoder`,
+   the import-hf format);
+4. `<condition>/seed<k>/` (per language: `<condition>/<lg>/seed<k>/`): the benchmark runner on the lab's tasks
+   (`registry/lab.py`; POS tagging and topic classification), trained on the base language only and tested
+   zero-shot on every language its encoder knows, once per seed; for `pretrained`, also
+   `translate_train/seed<k>/` (the in-language setting: each language's exact translation of the base's
+   training set, the upper reference);
 5. retrieval: Tatoeba-style accuracy of each language's test sentences against the base's, with each
    condition's encoder (the alignment measure);
 6. `lab/results.json` and `lab/report.md` with the plots (`evaluation/lab_report.py`).
@@ -24,6 +27,7 @@ done. A `run_dir` holding a lab with other languages or sizes is refused.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 from typing import Optional, Sequence
@@ -58,6 +62,8 @@ class LabExperiment:
   controls: Sequence[str] = ("base_only", "no_pretraining")
   translate_train: bool = True
   retrieval_sentences: Optional[int] = None  # test sentences searched per language (None: all)
+  pretraining: str = "joint"  # "joint": one encoder over every language; "per_language": base + each one
+
 
   def __post_init__(self):
     v.require(self, "pretrain_steps", v.positive_int, "a positive integer")
@@ -67,10 +73,46 @@ class LabExperiment:
               "a non-empty list of 'pos' / 'topic'")
     v.require(self, "controls", lambda x: not isinstance(x, str) and set(x) <= set(CONDITIONS[1:]),
               f"a list of {CONDITIONS[1:]}")
+    v.require(self, "pretraining", lambda x: x in ("joint", "per_language"), "'joint' or 'per_language'")
 
   @property
   def conditions(self) -> tuple[str, ...]:
     return tuple(c for c in CONDITIONS if c == "pretrained" or c in self.controls)
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+  """One encoder of a condition: the languages it is pretrained on (None: a random encoder), those its
+  fine-tuned models are tested on, and its name ('' for a condition's only encoder; else the derived language
+  it pairs with the base)."""
+
+  pretrained_on: Optional[tuple]
+  languages: tuple
+  name: str = ""
+
+
+def units(condition: str, names: tuple, experiment: LabExperiment) -> list[Unit]:
+  """The encoders of `condition`: per_language pretraining gives the base and each derived language their own
+  (the papers' bilingual models); the controls and joint pretraining one for every language."""
+  if condition == "no_pretraining":
+    return [Unit(None, names)]
+  if condition == "base_only":
+    return [Unit((BASE,), names)]
+  if experiment.pretraining == "joint":
+    return [Unit(names, names)]
+  return [Unit((BASE, lg), (BASE, lg), lg) for lg in names if lg != BASE]
+
+
+def merge(parts: list[dict]) -> dict:
+  """{task: {language: score}} of several units' runs: each derived language from its unit, the base's score
+  the mean over the units (each fine-tunes its own base model)."""
+  out: dict = {}
+  for task in parts[0]:
+    base = [p[task][BASE] for p in parts]
+    out[task] = {BASE: sum(base) / len(base)}
+    for part in parts:
+      out[task].update({lg: v for lg, v in part[task].items() if lg != BASE})
+  return out
 
 
 def _claim_data(run_dir: str, languages: LabLanguages) -> str:
@@ -132,14 +174,15 @@ def _pretrain(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig
 
 
 def _retrieval(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig, encoder: Optional[str],
-               settings: FinetuneSettings, partition: PartitionConfig, limit: Optional[int]) -> dict:
+               settings: FinetuneSettings, partition: PartitionConfig, limit: Optional[int],
+               languages: Sequence[str]) -> dict:
   """{language: accuracy %} of finding each test sentence's translation among the base's (Tatoeba's
   measure: cosine nearest neighbour of mean-pooled states), with `encoder` (None: a random one)."""
   from xtreme_jax.evaluation import metrics, retrieval
   runner = xtreme.XtremeRunner(run_dir, data_dir, config, vocab, encoder, settings, partition, benchmark="lab")
   data = LabData(data_dir=data_dir)
   out = {}
-  for lg in data.languages:
+  for lg in languages:
     if lg == BASE:
       continue
     pairs = data.read("retrieval", lg, "test")
@@ -168,26 +211,32 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
     settings = dataclasses.replace(settings, tasks={**settings.tasks, "retrieval": RetrievalSettings(seq_len=64)})
   data_dir = _claim_data(run_dir, languages)
   vocab = _vocabulary(run_dir, data_dir, languages.names, experiment.vocab_size, model_config)
-  pretraining = {"pretrained": languages.names, "base_only": (BASE,), "no_pretraining": None}
   from xtreme_jax.runs.train import describe
   results: dict = {"languages": languages.describe(), "experiment": describe(experiment), "conditions": {}}
   for condition in experiment.conditions:
-    trained_on = pretraining[condition]
-    encoder = None if trained_on is None else _pretrain(os.path.join(run_dir, "pretrain", condition), data_dir,
-                                                        vocab, model_config, trained_on, experiment, partition)
-    entry = results["conditions"][condition] = {"pretrained_on": trained_on, "zero_shot": {}, "retrieval": _retrieval(
-        os.path.join(run_dir, condition), data_dir, vocab, model_config, encoder, settings, partition,
-        experiment.retrieval_sentences)}
-    settings_list = [("zero_shot", condition)] + ([("in_language", "translate_train")]
-                                                  if condition == "pretrained" and experiment.translate_train else [])
-    for setting, folder in settings_list:
-      for seed in experiment.seeds:
-        bookkeeping.say(f"lab: {condition} {setting} seed {seed}")
-        result = xtreme.lab(os.path.join(run_dir, folder, f"seed{seed}"), data_dir, model_config, vocab,
-                            labels_dir=data_dir, tasks=tuple(experiment.tasks), init_checkpoint=encoder,
-                            settings=dataclasses.replace(settings, setting=setting, seed=seed), partition=partition)
+    parts: dict = {}
+    entry = results["conditions"][condition] = {"pretrained_on": [], "retrieval": {}}
+    for unit in units(condition, languages.names, experiment):
+      encoder = None if unit.pretrained_on is None else _pretrain(
+          os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
+          model_config, unit.pretrained_on, experiment, partition)
+      entry["pretrained_on"].append(unit.pretrained_on)
+      entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name), data_dir, vocab,
+                                           model_config, encoder, settings, partition,
+                                           experiment.retrieval_sentences, unit.languages))
+      runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
+                                           if condition == "pretrained" and experiment.translate_train else [])
+      for (setting, folder), seed in itertools.product(runs, experiment.seeds):
+        bookkeeping.say(f"lab: {condition} {unit.name} {setting} seed {seed}".replace("  ", " "))
+        result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, model_config, vocab,
+                            labels_dir=data_dir, tasks=tuple(experiment.tasks),
+                            languages={task: list(unit.languages) for task in experiment.tasks},
+                            init_checkpoint=encoder, partition=partition,
+                            settings=dataclasses.replace(settings, setting=setting, seed=seed))
         key = "zero_shot" if setting == "zero_shot" else "translate_train"
-        entry.setdefault(key, {})[str(seed)] = _scores(result)
+        parts.setdefault(key, {}).setdefault(str(seed), []).append(_scores(result))
+    for key, by_seed in parts.items():
+      entry[key] = {seed: merge(scores) for seed, scores in by_seed.items()}
   results["chance"] = lab_report.chance(LabData(data_dir=data_dir), experiment.tasks)
   written = lab_report.write(os.path.join(run_dir, "lab"), results)
   print(lab_report.summary(results))
