@@ -11,8 +11,9 @@ language's), the retrieval accuracy, and the claims:
 (b) a reordered language (its own forms) transfers clearly worse than a same-order one (Dufter & Schütze 2020,
     Deshpande et al. 2022): its mean is lower by more than twice the larger spread over seeds;
 (c) transfer grows with overlap (Wu & Dredze 2019): the languages' scores rise with their share of base word
-    forms (Pearson r > 0 over same-order languages, at least two shares);
-(d) retrieval accuracy correlates with the zero-shot score across conditions and languages (Pearson r >= 0.5).
+    forms (Pearson r > 0 over the base, share 1, and the same-order languages: three or more, two shares);
+(d) retrieval accuracy correlates with the zero-shot score across conditions and languages (Pearson r >= 0.5
+    over three or more points).
 
 A claim the lab's languages cannot test (e.g. no reordered language) says so. Scores are accuracies in %.
 """
