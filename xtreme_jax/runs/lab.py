@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data.readers.lab_data import LabData
-from xtreme_jax.data.synthetic.lab_dataset import MANIFEST, LabLanguages, write_lab_data
+from xtreme_jax.data.synthetic import lab_dataset
+from xtreme_jax.data.synthetic.lab_dataset import LabLanguages
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.registry.lab import BASE
 from xtreme_jax.runs import bookkeeping, xtreme
@@ -63,7 +63,6 @@ class LabExperiment:
   translate_train: bool = True
   retrieval_sentences: Optional[int] = None  # test sentences searched per language (None: all)
   pretraining: str = "joint"  # "joint": one encoder over every language; "per_language": base + each one
-
 
   def __post_init__(self):
     v.require(self, "pretrain_steps", v.positive_int, "a positive integer")
@@ -118,15 +117,11 @@ def merge(parts: list[dict]) -> dict:
 def _claim_data(run_dir: str, languages: LabLanguages) -> str:
   """Writes the lab's data folder (or keeps the one there if it is this lab's); refuses another lab's."""
   data_dir = os.path.join(run_dir, "data")
-  manifest = os.path.join(data_dir, MANIFEST)
-  if fs.isfile(manifest):
-    with open(manifest, encoding="utf-8") as f:
-      found = json.load(f)
-    wanted = {"format": 1, **languages.describe()}
-    errors.require(found == wanted, f"{run_dir} holds a lab with other languages or sizes ({manifest}); use another "
-                   "RUN_DIR or restore its settings")
+  found = lab_dataset.written(data_dir)
+  errors.require(found in (None, lab_dataset.manifest(languages)), f"{run_dir} holds a lab with other languages or "
+                 f"sizes ({os.path.join(data_dir, lab_dataset.MANIFEST)}); use another RUN_DIR or restore its settings")
   bookkeeping.say(f"lab: languages {', '.join(languages.names)} -> {data_dir}")
-  write_lab_data(data_dir, languages)
+  lab_dataset.write_lab_data(data_dir, languages)
   return data_dir
 
 

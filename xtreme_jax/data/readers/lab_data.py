@@ -14,10 +14,9 @@ import os
 from typing import Optional
 
 from xtreme_jax import errors, fs, text
+from xtreme_jax.data.synthetic.lab_dataset import MANIFEST
 from xtreme_jax.registry.lab import BASE, lab_benchmark
 from xtreme_jax.registry.spec import BenchmarkSpec
-
-MANIFEST = "lab.json"
 
 
 def _lines(path: str) -> list[str]:

@@ -26,7 +26,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Mapping
+from typing import Mapping, Optional
 
 from xtreme_jax import atomic, errors
 from xtreme_jax.data.synthetic.grammar import BaseLanguage
@@ -135,15 +135,26 @@ def _pretraining_text(sentences: list) -> str:
   return "".join(lines)
 
 
+def manifest(lab: LabLanguages) -> dict:
+  """What `lab.json` holds: the format, the recipes, sizes and seeds."""
+  return {"format": 1, **lab.describe()}
+
+
+def written(folder: str) -> Optional[dict]:
+  """The manifest of the lab data in `folder` (None: none written, or not completely)."""
+  path = os.path.join(folder, MANIFEST)
+  if not os.path.isfile(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def write_lab_data(folder: str, lab: LabLanguages) -> dict:
   """Generates every language's files into `folder` (module docstring); a folder already holding this lab's
   data (its `lab.json`) is kept as it is. Returns the manifest."""
-  manifest = {"format": 1, **lab.describe()}
-  path = os.path.join(folder, MANIFEST)
-  if os.path.isfile(path):
-    with open(path, encoding="utf-8") as f:
-      if json.load(f) == manifest:
-        return manifest
+  wanted = manifest(lab)
+  if written(folder) == wanted:
+    return wanted
   languages = lab.built()
   sizes = {"train": lab.train_sentences, "dev": lab.dev_sentences, "test": lab.test_sentences}
   for split, n in sizes.items():
@@ -155,5 +166,5 @@ def write_lab_data(folder: str, lab: LabLanguages) -> dict:
     pretrain = language.base.sentences(lab.pretrain_sentences, seed)
     atomic.write_text(os.path.join(folder, "pretrain", f"{name}.txt"),
                       _pretraining_text([language.derive(s) for s in pretrain]))
-  atomic.write_json(path, manifest)  # last: a folder with its manifest is complete
-  return manifest
+  atomic.write_json(os.path.join(folder, MANIFEST), wanted)  # last: a folder with its manifest is complete
+  return wanted
