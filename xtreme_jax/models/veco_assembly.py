@@ -28,6 +28,7 @@ export commands', `export-hf`'s too).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
 import numpy as np
@@ -202,10 +203,24 @@ def read_run(run_dir: str, out_dir: str, what: str = "a pretraining run", step: 
 _RUN_PARAMS = {"checkpoints": "state", "best": "params"}
 
 
+class _ReadOnlyNotice(logging.Filter):
+  """Drops orbax's notice that a manager opened read-only is read-only (what the export asks for)."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(("Given directory is read only", "CheckpointManagerOptions.read_only"))
+
+
 def _manager(run_dir: str, folder: str):
+  """A read-only orbax manager of the run's `folder`, opened without orbax's notice that it is read-only."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  return ocp.CheckpointManager(fs.abspath(os.path.join(run_dir, folder)), item_names=(_RUN_PARAMS[folder], "meta"),
-                               options=ocp.CheckpointManagerOptions(create=False, read_only=True))
+  quiet, absl = _ReadOnlyNotice(), logging.getLogger("absl")
+  absl.addFilter(quiet)
+  try:
+    return ocp.CheckpointManager(fs.abspath(os.path.join(run_dir, folder)), item_names=(_RUN_PARAMS[folder], "meta"),
+                                 options=ocp.CheckpointManagerOptions(create=False, read_only=True,
+                                                                      save_interval_steps=0))
+  finally:
+    absl.removeFilter(quiet)
 
 
 def _restore_params(run_dir: str, step: int | None, what: str, prefer_best: bool = False) -> tuple[int, str, dict]:
