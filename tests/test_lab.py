@@ -130,13 +130,14 @@ def test_miniature_lab_runs_the_whole_stack(tmp_path):
                      "--gin.CONTROLS=()", "--gin.EPOCHS=10.0", "--gin.lab.LabExperiment.tasks=('pos',)",
                      "--gin.lab.LabExperiment.translate_train=False",
                      "--gin.lab_dataset.LabLanguages.train_sentences=80",
-                     "--gin.lab_dataset.LabLanguages.test_sentences=40"]) == 0
+                     "--gin.lab_dataset.LabLanguages.test_sentences=40",
+                     "--gin.config.TransformerConfig.num_layers=1"]) == 0  # one layer: a third less compiling
   finally:
     gin.clear_config(clear_constants=True)
   results = json.loads((tmp_path / "lab" / "results.json").read_text())
   scores = results["conditions"]["pretrained"]["zero_shot"]["0"]["pos"]
   assert set(scores) == {"base", "shift", "shift_inv", "overlap50"}
-  assert scores["base"] > results["chance"]["pos"] + 40, (scores, results["chance"])  # 80.4 against 18.6 here
+  assert scores["base"] > results["chance"]["pos"] + 40, (scores, results["chance"])  # 77.5 against 18.6 here
   assert set(results["conditions"]["pretrained"]["retrieval"]) == {"shift", "shift_inv", "overlap50"}
   report = (tmp_path / "lab" / "report.md").read_text()
   assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "pos_retrieval.png").is_file()
