@@ -9,12 +9,12 @@ base's test sentences, "target": the language's}` (Tatoeba's: target i translate
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import os
 from typing import Optional
 
 from xtreme_jax import errors, fs, text
-from xtreme_jax.data.synthetic.lab_dataset import MANIFEST
+from xtreme_jax.data.synthetic import lab_dataset
 from xtreme_jax.registry.lab import BASE, lab_benchmark
 from xtreme_jax.registry.spec import BenchmarkSpec
 
@@ -66,17 +66,16 @@ class LabData:
   translations_dir: Optional[str] = None
 
   def __post_init__(self):
-    manifest = os.path.join(self.data_dir or "", MANIFEST)
-    if not self.data_dir or not fs.isfile(manifest):
-      raise errors.MissingInputError(f"the lab's data folder {self.data_dir} has no {MANIFEST}; the lab run mode "
-                                     "writes it (runs/lab.py)")
+    if not self.data_dir or lab_dataset.written(self.data_dir) is None:
+      raise errors.MissingInputError(f"the lab's data folder {self.data_dir} has no {lab_dataset.MANIFEST}; the lab "
+                                     "run mode writes it (runs/lab.py)")
 
-  @property
+  @functools.cached_property
   def languages(self) -> tuple[str, ...]:
-    with fs.open_file(os.path.join(self.data_dir, MANIFEST), "r") as f:
-      return tuple(json.load(f)["languages"])
+    """The folder's languages, the base first (its `lab.json`, read once)."""
+    return tuple(lab_dataset.written(self.data_dir)["languages"])
 
-  @property
+  @functools.cached_property
   def benchmark(self) -> BenchmarkSpec:
     return lab_benchmark(self.languages)
 
