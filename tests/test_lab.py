@@ -122,13 +122,15 @@ def test_claims_by_hand(tmp_path):
 @pytest.mark.e2e
 def test_miniature_lab_runs_the_whole_stack(tmp_path):
   """Pretraining, fine-tuning on the base language and zero-shot everywhere, retrieval, the report: the base
-  language's own POS score far above chance."""
+  language's own POS score far above chance. With separate position embeddings, so every stage feeds each
+  example its language's id (the shared tables are the plain encoder every other run uses)."""
   gin.clear_config(clear_constants=True)
   try:
     assert cli.main(["run", "--gin_file=experiments/lab_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
                      "--gin.PRETRAIN_SENTENCES=400", "--gin.PRETRAIN_STEPS=40", "--gin.SEEDS=(0,)",
                      "--gin.CONTROLS=()", "--gin.EPOCHS=10.0", "--gin.lab.LabExperiment.tasks=('pos',)",
                      "--gin.lab.LabExperiment.translate_train=False",
+                     "--gin.POSITIONS='separate'",
                      "--gin.lab_dataset.LabLanguages.train_sentences=80",
                      "--gin.lab_dataset.LabLanguages.test_sentences=40",
                      "--gin.config.TransformerConfig.num_layers=1"]) == 0  # one layer: a third less compiling
@@ -141,6 +143,8 @@ def test_miniature_lab_runs_the_whole_stack(tmp_path):
   assert set(results["conditions"]["pretrained"]["retrieval"]) == {"shift", "shift_inv", "overlap50"}
   report = (tmp_path / "lab" / "report.md").read_text()
   assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "pos_retrieval.png").is_file()
+  config = json.loads((tmp_path / "pretrain" / "pretrained" / "encoder" / "config.json").read_text())
+  assert config["languages"] == ["base", "shift", "shift_inv", "overlap50"] and config["language_positions"]
 
 
 def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp_path):
@@ -170,3 +174,14 @@ def test_per_language_pretraining_pairs_each_derived_language_with_the_base():
       "pos": {"base": 93.0, "shift": 70.0, "shift_inv": 30.0}}
   with pytest.raises(errors.ConfigError, match="pretraining"):
     LabExperiment(pretraining="pairs")
+
+
+def test_separate_positions_give_each_unit_s_languages_a_table():
+  from conftest import TINY
+  from xtreme_jax.runs.lab import LabExperiment, Unit
+  unit = Unit(("base", "shift"), ("base", "shift"), "shift")
+  assert LabExperiment().model(TINY, unit) is TINY
+  separate = LabExperiment(positions="separate").model(TINY, unit)
+  assert (separate.num_languages, separate.languages, separate.language_positions) == (2, ("base", "shift"), True)
+  with pytest.raises(errors.ConfigError, match="positions"):
+    LabExperiment(positions="per_language")

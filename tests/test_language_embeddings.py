@@ -104,33 +104,69 @@ def test_missing_language_ids_is_a_clear_error():
     net.init(jax.random.PRNGKey(0), ids, jnp.ones_like(ids), method=VecoNetwork.encode)
 
 
-def test_folded_encoder_is_exact_for_that_language():
-  _, _, params = _init(CFG)
+POSITIONS = BASE.replace(num_languages=3, language_positions=True)  # a position table per language
+
+
+@pytest.mark.parametrize("config", [CFG, POSITIONS], ids=["language_vectors", "language_positions"])
+def test_folded_encoder_is_exact_for_that_language(config):
+  _, _, params = _init(config)
   backbone = params["backbone"]
   ids = jnp.asarray(np.random.default_rng(3).integers(5, 64, (2, 7)), jnp.int32)
   mask = jnp.asarray([[1] * 7, [1] * 5 + [0] * 2], jnp.int32)
+  outputs = []
   for lang in range(3):
-    ref = VecoNetwork(CFG).apply({"params": backbone}, ids, mask, None, None, jnp.full_like(ids, lang),
-                                 method=VecoNetwork.encode)
-    plain = TransformerEncoder(BASE).apply({"params": nlu_encoder(backbone, lang)}, ids, mask).sequence
+    ref = VecoNetwork(config).apply({"params": backbone}, ids, mask, None, None, jnp.full_like(ids, lang),
+                                    method=VecoNetwork.encode)
+    plain = TransformerEncoder(BASE).apply({"params": nlu_encoder(backbone, config, lang)}, ids, mask).sequence
     np.testing.assert_allclose(np.asarray(plain), np.asarray(ref), atol=2e-6)
-  folded = fold_language_embedding(backbone, 1)
-  want = backbone["embeddings"]["position_embeddings"]["embedding"] + \
-      backbone["embeddings"]["language_embeddings"]["embedding"][1]
+    outputs.append(np.asarray(ref))
+  assert not np.allclose(outputs[0], outputs[1])  # each language reads its own embeddings
+  folded = fold_language_embedding(backbone, 1, config)
+  table = backbone["embeddings"]["position_embeddings"]["embedding"]
+  if config.language_positions:  # rows 24..47 of the (3 x 24)-row table: language 1's positions
+    assert table.shape == (3 * BASE.max_positions, 32) and "language_embeddings" not in backbone["embeddings"]
+    want = table[BASE.max_positions:2 * BASE.max_positions]
+  else:
+    want = table + backbone["embeddings"]["language_embeddings"]["embedding"][1]
+    assert "language_embeddings" in backbone["embeddings"]  # the input is not modified
   np.testing.assert_allclose(folded["embeddings"]["position_embeddings"]["embedding"], want, rtol=0, atol=0)
   assert "language_embeddings" not in folded["embeddings"]
-  assert "language_embeddings" in backbone["embeddings"]  # the input is not modified
+
+
+def test_kept_languages_read_each_token_s_own_table():
+  """An encoder kept with its languages (`keep_languages`) embeds a mixed batch row by row as each language's
+  folded encoder does."""
+  _, _, params = _init(POSITIONS)
+  encoder = nlu_encoder(params["backbone"], POSITIONS, keep_languages=True)
+  ids = jnp.asarray(np.random.default_rng(4).integers(5, 64, (3, 6)), jnp.int32)
+  mask = jnp.ones_like(ids)
+  langs = jnp.asarray([2, 0, 1], jnp.int32)
+  from xtreme_jax.networks.encoder import batch_inputs
+  mixed = TransformerEncoder(POSITIONS).apply(
+      {"params": encoder}, **batch_inputs({"input_ids": ids, "input_mask": mask, "language_ids": langs})).sequence
+  for row, lang in enumerate([2, 0, 1]):
+    alone = TransformerEncoder(BASE).apply({"params": nlu_encoder(params["backbone"], POSITIONS, lang)},
+                                           ids[row:row + 1], mask[row:row + 1]).sequence
+    np.testing.assert_allclose(np.asarray(mixed[row:row + 1]), np.asarray(alone), atol=2e-6)
 
 
 def test_nlu_encoder_language_id_errors():
   _, _, with_langs = _init(CFG)
   _, _, plain = _init(BASE)
   with pytest.raises(ValueError, match="pass language_id"):
-    nlu_encoder(with_langs["backbone"])
+    nlu_encoder(with_langs["backbone"], CFG)
   with pytest.raises(ValueError, match="no language embeddings"):
-    nlu_encoder(plain["backbone"], 0)
-  with pytest.raises(ValueError, match="3 language embeddings"):
-    nlu_encoder(with_langs["backbone"], 3)
+    nlu_encoder(plain["backbone"], BASE, 0)
+  with pytest.raises(ValueError, match="has 3 languages"):
+    nlu_encoder(with_langs["backbone"], CFG, 3)
+
+
+def test_config_checks_the_language_names():
+  assert CFG.replace(num_languages=2, languages=["de", "en"]).languages == ("de", "en")  # lists from Gin / JSON
+  with pytest.raises(ValueError, match=r"languages=\['de'\] names 1 language ids but num_languages=3"):
+    CFG.replace(languages=("de",))
+  with pytest.raises(ValueError, match="language_positions=True needs num_languages > 0"):
+    BASE.replace(language_positions=True)
 
 
 @pytest.mark.e2e
@@ -164,6 +200,10 @@ def test_mlm_tlm_run_with_language_embeddings_and_export(tmp_path, capsys):
   assert cli.main(["export-encoder", str(tmp_path / "run"), str(tmp_path / "enc"), str(index["de"])]) == 0
   config, params = hf.load_imported(str(tmp_path / "enc"))
   assert config.num_languages == 0 and "language_embeddings" not in params["embeddings"]
+  assert cli.main(["export-encoder", str(tmp_path / "run"), str(tmp_path / "all"), "all"]) == 0
+  config, params = hf.load_imported(str(tmp_path / "all"))  # every language kept, named in id order
+  assert config.languages == tuple(langs)
+  assert params["embeddings"]["language_embeddings"]["embedding"].shape[0] == len(langs)
 
 
 def test_train_and_eval_language_ids_must_agree():
@@ -175,6 +215,9 @@ def test_train_and_eval_language_ids_must_agree():
   with pytest.raises(ValueError, match=r"evaluation data's language ids \['de', 'en'\] differ"):
     _check_languages(CFG, train, SimpleNamespace(languages_index=("de", "en")))
   assert _check_languages(BASE, train, SimpleNamespace(languages_index=("de", "en"))) is None  # off: unchecked
+  named = CFG.replace(languages=("en", "de", "ar"))  # the model's names fix the ids' order
+  with pytest.raises(ValueError, match=r"language ids \['ar', 'de', 'en'\] differ from TransformerConfig.languages"):
+    _check_languages(named, train)
 
 
 def test_nlg_assembly_refuses_language_embeddings():
@@ -182,3 +225,35 @@ def test_nlg_assembly_refuses_language_embeddings():
   _, _, params = _init(CFG)
   with pytest.raises(ValueError, match="NLG assembly does not support checkpoints with language embeddings"):
     nlg_encoder_decoder(params["backbone"], CFG, Seq2SeqAssembly(decoder_layers=1))
+
+
+def test_examples_carry_their_language_s_id_to_the_model():
+  from xtreme_jax.runs import task_kinds
+  named = CFG.replace(languages=("de", "en", "fr"))
+  examples = [{"id": "a"}, {"id": "b"}]
+  assert task_kinds.with_language_id(examples, "fr", BASE, "xnli fr test") is examples  # no named languages
+  tagged = task_kinds.with_language_id(examples, "fr", named, "xnli fr test")
+  assert tagged == [{"id": "a", "language_id": 2}, {"id": "b", "language_id": 2}] and "language_id" not in examples[0]
+  with pytest.raises(ValueError, match=r"xnli sw test: language 'sw' has no language id in the model "
+                                       r"\(TransformerConfig.languages: \['de', 'en', 'fr'\]\)"):
+    task_kinds.with_language_id(examples, "sw", named, "xnli sw test")
+  windows = [{"input_ids": np.zeros(4)} for _ in range(3)]  # windows 0, 1 of example 0; window 2 of example 1
+  task_kinds.add_language_ids(windows, [0, 0, 1], [{"language_id": 2}, {"language_id": 0}])
+  assert [int(w["language_ids"]) for w in windows] == [2, 2, 0]
+  assert task_kinds.fed_keys(("input_ids", "labels"), windows) == ("language_ids", "input_ids", "labels")
+  assert task_kinds.fed_keys(("input_ids", "labels"), [{"input_ids": 0}]) == ("input_ids", "labels")
+
+
+def test_a_benchmark_run_refuses_unnamed_language_embeddings(tmp_path, capsys):
+  import gin
+
+  from xtreme_jax import cli
+  gin.clear_config(clear_constants=True)
+  try:
+    assert cli.main(["run", "--gin_file=experiments/xtreme_quickstart.gin", f"--gin.RUN_DIR='{tmp_path}'",
+                     "--gin.config.TransformerConfig.num_languages=2"]) == 2
+  finally:
+    gin.clear_config(clear_constants=True)
+  assert capsys.readouterr().err.startswith("error: the model has language embeddings (num_languages=2) but "
+                                            "TransformerConfig.languages does not name them")
+  assert not (tmp_path / "run_config.json").exists()

@@ -29,7 +29,7 @@ def veco_params():
 
 
 def test_nlu_encoder_reproduces_the_is_path(veco_params):
-  enc = nlu_encoder(veco_params)
+  enc = nlu_encoder(veco_params, CONFIG)
   expected = jax.eval_shape(lambda: nn.unbox(TransformerEncoder(CONFIG).init(
       jax.random.PRNGKey(0), IDS, MASK, method=TransformerEncoder.init_all))["params"])
   assert jax.tree_util.tree_structure(enc) == jax.tree_util.tree_structure(expected)
@@ -95,7 +95,7 @@ def test_warm_start_from_an_encoder_keeps_cross_attention_fresh(veco_params):
   model = VecoModel(CONFIG)
   batch = model.dummy_batch(2, 6)
   fresh = nn.unbox(model.init(jax.random.PRNGKey(1), batch))
-  encoder_checkpoint = jax.tree_util.tree_map(np.asarray, nlu_encoder(veco_params))
+  encoder_checkpoint = jax.tree_util.tree_map(np.asarray, nlu_encoder(veco_params, CONFIG))
   loaded = load_backbone(fresh, encoder_checkpoint, CONFIG)["backbone"]
   layer = loaded["encoder"]["layers_1"]
   np.testing.assert_array_equal(layer["self_attention"]["attention"]["query"]["kernel"],
@@ -107,7 +107,7 @@ def test_warm_start_from_an_encoder_keeps_cross_attention_fresh(veco_params):
 
 def test_load_backbone_matches_the_output_layer(veco_params):
   """A tied checkpoint into an untied MLM model: decoder = word embeddings^T (same logits); the reverse is refused."""
-  encoder = jax.tree_util.tree_map(np.asarray, nlu_encoder(veco_params))
+  encoder = jax.tree_util.tree_map(np.asarray, nlu_encoder(veco_params, CONFIG))
   untied = CONFIG.replace(tie_word_embeddings=False)
   model = MlmModel(untied)
   shapes = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), model.dummy_batch(1, 6)))

@@ -37,11 +37,12 @@ def _export_hf(argv: list[str]) -> int:
 
 
 def _export_encoder(argv: list[str]) -> int:
-  if len(argv) not in (2, 3) or (len(argv) == 3 and not argv[2].isdigit()):
-    print("usage: xtreme-jax export-encoder RUN_DIR OUT [LANGUAGE_ID]", file=sys.stderr)
+  if len(argv) not in (2, 3) or (len(argv) == 3 and not (argv[2].isdigit() or argv[2] == "all")):
+    print("usage: xtreme-jax export-encoder RUN_DIR OUT [LANGUAGE_ID|all]", file=sys.stderr)
     return 2
   from xtreme_jax.models import veco_assembly
-  print(f"wrote {veco_assembly.export_encoder(argv[0], argv[1], int(argv[2]) if len(argv) == 3 else None)}")
+  language = None if len(argv) == 2 else argv[2] if argv[2] == "all" else int(argv[2])
+  print(f"wrote {veco_assembly.export_encoder(argv[0], argv[1], language)}")
   return 0
 
 
@@ -89,9 +90,9 @@ COMMANDS = {
         "(`xtreme-jax run --help`: Gin flags, bundled experiments, examples)"), _run),
     "import-hf": Command("SRC OUT [--scan_layers]", (
         "Hugging Face checkpoint (dir or hub id) -> orbax checkpoint",), _import_hf, compiles=True),
-    "export-encoder": Command("RUN_DIR OUT [LANGUAGE_ID]", (
+    "export-encoder": Command("RUN_DIR OUT [LANGUAGE_ID|all]", (
         "NLU encoder of a VECO pretraining run -> import-hf format",
-        "(LANGUAGE_ID: language embedding to fold in, XLM-style runs)"), _export_encoder, compiles=True),
+        "(LANGUAGE_ID: language embedding to fold in, XLM-style runs; all: keep every language)"), _export_encoder, compiles=True),
     "export-veco": Command("RUN_DIR OUT", (
         "the whole VECO stack (cross-attention included) -> import-hf",), _export("export-veco"), compiles=True),
     "export-seq2seq": Command("RUN_DIR OUT", (

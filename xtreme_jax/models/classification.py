@@ -25,7 +25,7 @@ import numpy as np
 from xtreme_jax import errors
 from xtreme_jax.models.base import Model, dummy_inputs, masked_cross_entropy
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 
 HEADS = ("pooler", "roberta")
 
@@ -52,8 +52,7 @@ def head_logits(cfg: TransformerConfig, out, num_classes: int, head: str, determ
 
 
 def _encode(cfg: TransformerConfig, batch: dict, deterministic: bool):
-  return TransformerEncoder(cfg, deterministic, name="backbone")(
-      batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
+  return TransformerEncoder(cfg, deterministic, name="backbone")(**batch_inputs(batch))
 
 
 class ClassifierNetwork(nn.Module):

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from xtreme_jax.models.base import Model, masked_cross_entropy
 from xtreme_jax.models.classification import dense
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 
 PAPER_LSTM_HIDDEN = 768  # the BiLSTM's units per direction in Wu & Dredze 2019 (d_h = 768)
 
@@ -49,8 +49,7 @@ def mixed_lstm_states(config: TransformerConfig, batch: dict, hidden: int, lstm_
   """(B, L, 2 * hidden) BiLSTM states over the fixed encoder's mixed layers. Call inside a compact module:
   its submodules (`backbone`, `scalar_mix`, `bilstm_{i}_forward` / `_backward`) are the caller's. Like every
   task head, the BiLSTM computes in the precision policy's output dtype (float32)."""
-  out = TransformerEncoder(config, True, name="backbone")(
-      batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), return_all=True)
+  out = TransformerEncoder(config, True, name="backbone")(**batch_inputs(batch), return_all=True)
   x = ScalarMix(name="scalar_mix")(jax.lax.stop_gradient(jnp.concatenate([out.embeddings[None], out.all_layers])))
   lengths = jnp.sum(batch["input_mask"], axis=-1).astype(jnp.int32)
   p = config.precision

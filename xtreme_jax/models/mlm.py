@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from xtreme_jax.models.base import Model, dummy_inputs, masked_cross_entropy
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 
 
 class MlmNetwork(nn.Module):
@@ -25,7 +25,7 @@ class MlmNetwork(nn.Module):
   @nn.compact
   def __call__(self, batch: dict) -> jax.Array:
     backbone = TransformerEncoder(self.config, self.deterministic, name="backbone")
-    out = backbone(batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
+    out = backbone(**batch_inputs(batch))
     states = jnp.take_along_axis(out.sequence, batch["masked_positions"][..., None], axis=1)
     return backbone.mlm_logits(states)
 

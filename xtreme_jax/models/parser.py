@@ -40,7 +40,7 @@ from xtreme_jax.trees import mst_heads
 from xtreme_jax.models.base import Model
 from xtreme_jax.models.feature_based import mixed_lstm_states
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 
 NEG = -1e9
 
@@ -72,7 +72,7 @@ class BiaffineParserNetwork(nn.Module):
       seq = mixed_lstm_states(self.config, batch, self.lstm_hidden, 2, self.deterministic)
     else:
       seq = p.output(TransformerEncoder(self.config, self.deterministic, name="backbone")(
-          batch["input_ids"], batch["input_mask"], batch.get("token_type_ids")).sequence)
+          **batch_inputs(batch)).sequence)
     words = jnp.take_along_axis(seq, batch["word_starts"][..., None].astype(jnp.int32), axis=1)
     states = jnp.concatenate([seq[:, :1], words], axis=1)  # slot 0: [CLS] as the root
     if self.num_upos is not None:

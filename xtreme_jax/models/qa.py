@@ -14,7 +14,7 @@ import flax.linen as nn
 from xtreme_jax.models.base import Model, masked_cross_entropy
 from xtreme_jax.models.classification import dense
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 
 
 class SpanNetwork(nn.Module):
@@ -23,8 +23,7 @@ class SpanNetwork(nn.Module):
 
   @nn.compact
   def __call__(self, batch: dict) -> dict:
-    out = TransformerEncoder(self.config, self.deterministic, name="backbone")(
-        batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
+    out = TransformerEncoder(self.config, self.deterministic, name="backbone")(**batch_inputs(batch))
     logits = dense(self.config, 2, "qa_outputs")(out.sequence)
     return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from xtreme_jax.models.base import Model, masked_cross_entropy
 from xtreme_jax.models.classification import dense
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 
 
 class TaggerNetwork(nn.Module):
@@ -25,8 +25,7 @@ class TaggerNetwork(nn.Module):
 
   @nn.compact
   def __call__(self, batch: dict) -> jax.Array:
-    out = TransformerEncoder(self.config, self.deterministic, name="backbone")(
-        batch["input_ids"], batch["input_mask"], batch.get("token_type_ids"), batch.get("positions"))
+    out = TransformerEncoder(self.config, self.deterministic, name="backbone")(**batch_inputs(batch))
     x = nn.Dropout(self.config.dropout_rate)(out.sequence, deterministic=self.deterministic)
     return dense(self.config, self.num_labels, "classifier")(x)
 

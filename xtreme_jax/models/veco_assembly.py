@@ -48,32 +48,37 @@ class Seq2SeqAssembly:
   fresh_cross_attention: bool = False  # an encoder checkpoint (XLM-R): the decoder's cross-attention starts fresh
 
 
-def fold_language_embedding(params: dict, language_id: int) -> dict:
-  """`params` without `language_embeddings`; row `language_id` added to every position embedding.
+def fold_language_embedding(params: dict, language_id: int, config: TransformerConfig) -> dict:
+  """`params` of a plain encoder (`num_languages=0`) that computes exactly what `params` computes on
+  language-`language_id` input.
 
-  Word + position + type + language[l] == word + (position + language[l]) + type
-  for every token, so a network with `num_languages=0` and these parameters
-  computes exactly what the original computes on language-`l` input.
+  A language vector (XLM) is added to every position embedding:
+  word + position + type + language[l] == word + (position + language[l]) + type for every token. With
+  `config.language_positions`, language l's own position table becomes the position table.
   """
   emb = dict(params["embeddings"])
-  table = np.asarray(emb.pop("language_embeddings")["embedding"], np.float32)
-  if not 0 <= language_id < table.shape[0]:
-    raise errors.ConfigError(f"language_id={language_id}; the checkpoint has {table.shape[0]} language embeddings")
+  if not 0 <= language_id < config.num_languages:
+    raise errors.ConfigError(f"language_id={language_id}; the checkpoint has {config.num_languages} languages")
   positions = np.asarray(emb["position_embeddings"]["embedding"], np.float32)
-  emb["position_embeddings"] = {"embedding": positions + table[language_id][None, :]}
+  if config.language_positions:
+    rows = positions[language_id * config.max_positions:(language_id + 1) * config.max_positions]
+  else:
+    rows = positions + np.asarray(emb.pop("language_embeddings")["embedding"], np.float32)[language_id][None, :]
+  emb["position_embeddings"] = {"embedding": rows}
   return {**params, "embeddings": emb}
 
 
-def nlu_encoder(veco_params: dict, language_id: int | None = None) -> dict:
-  """A `TransformerEncoder` parameter tree (cross-attention dropped; `language_id` folded in if given)."""
-  has_languages = "language_embeddings" in veco_params["embeddings"]
-  if has_languages and language_id is None:
+def nlu_encoder(veco_params: dict, config: TransformerConfig, language_id: int | None = None,
+                keep_languages: bool = False) -> dict:
+  """A `TransformerEncoder` parameter tree (cross-attention dropped). A checkpoint with language embeddings
+  needs `language_id` (folded in: a plain encoder) or `keep_languages` (an encoder fed language ids)."""
+  if config.num_languages and language_id is None and not keep_languages:
     raise errors.ConfigError("the checkpoint has language embeddings: pass language_id (an index into the "
-                     "pretraining languages) to fold that language into the position embeddings")
-  if not has_languages and language_id is not None:
+                             "pretraining languages) to fold that language into the position embeddings")
+  if not config.num_languages and (language_id is not None or keep_languages):
     raise errors.ConfigError(f"language_id={language_id} given, but the checkpoint has no language embeddings")
-  params = fold_language_embedding(veco_params, language_id) if has_languages else veco_params
-  return drop_cross_attention(params)
+  folded = config.num_languages and not keep_languages
+  return drop_cross_attention(fold_language_embedding(veco_params, language_id, config) if folded else veco_params)
 
 
 def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: Seq2SeqAssembly) -> dict:
@@ -83,7 +88,7 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
   feed_forward) of the chosen VECO layers; training one side never changes
   the other. Embeddings and the output head are shared (tied) by both sides.
   """
-  if "language_embeddings" in veco_params["embeddings"]:
+  if config.num_languages:
     raise errors.ConfigError("the NLG assembly does not support checkpoints with language embeddings (source and "
                      "target languages differ, so no single language can be folded in)")
   n, total = assembly.decoder_layers, config.num_layers
@@ -98,7 +103,7 @@ def nlg_encoder_decoder(veco_params: dict, config: TransformerConfig, assembly: 
     raise errors.DataError(f"{missing} have no cross_attention: not a VECO checkpoint (for an encoder checkpoint "
                            "such as XLM-R, set Seq2SeqAssembly.fresh_cross_attention = True)")
   decoder = {f"layers_{j}": to_numpy(layers[f"layers_{i}"]) for j, i in enumerate(chosen)}
-  encoder = nlu_encoder(veco_params)
+  encoder = nlu_encoder(veco_params, config)
   return {"embeddings": encoder["embeddings"], "encoder": encoder["encoder"], "decoder": decoder,
           "mlm_head": encoder.get("mlm_head"), "assembly": dataclasses.asdict(assembly)}
 
@@ -128,15 +133,26 @@ def with_decoder_embeddings(backbone: dict) -> dict:
   return {**backbone, "decoder_embeddings": to_numpy({k: emb[k] for k in ("position_embeddings", "layer_norm")})}
 
 
-def export_encoder(run_dir: str, out_dir: str, language_id: int | None = None) -> str:
+def export_encoder(run_dir: str, out_dir: str, language_id: int | str | None = None) -> str:
   """Write the NLU encoder of a VECO pretraining run's newest checkpoint in the `import-hf` format.
 
-  `language_id`: required when the run used language embeddings (see `nlu_encoder`).
+  A run with language embeddings needs `language_id`: the index of the language folded in (a plain encoder,
+  see `nlu_encoder`) or `'all'`: every language kept, named in the config's `languages` (the run's
+  languages.json), so that fine-tuning feeds each example its language's id.
   `out_dir` is written all or nothing (`hf.save_imported`).
   """
   from xtreme_jax import hf
   config, params = _newest_run_params(run_dir, out_dir)
-  hf.save_imported(out_dir, config.replace(num_languages=0), to_numpy(nlu_encoder(params, language_id)))
+  if language_id == "all":
+    if not config.num_languages:
+      raise errors.ConfigError(f"{run_dir} has no language embeddings to keep (LANGUAGE_ID 'all')")
+    index = hf.read_json(os.path.join(run_dir, "languages.json"), "the run's language ids")
+    config = config.replace(languages=tuple(sorted(index, key=index.get)))
+    encoder = nlu_encoder(params, config, keep_languages=True)
+  else:
+    encoder = nlu_encoder(params, config, language_id)
+    config = config.replace(num_languages=0, languages=(), language_positions=False)
+  hf.save_imported(out_dir, config, to_numpy(encoder))
   return out_dir
 
 
@@ -146,7 +162,7 @@ def export_veco(run_dir: str, out_dir: str) -> str:
   cross-attention). A run with language embeddings is refused, as by `nlg_encoder_decoder`."""
   from xtreme_jax import hf
   config, params = _newest_run_params(run_dir, out_dir)
-  if "language_embeddings" in params["embeddings"]:
+  if config.num_languages:
     raise errors.ConfigError(f"{run_dir} was pretrained with language embeddings, which the NLG assembly does not "
                              "support (source and target languages differ)")
   hf.save_imported(out_dir, config, to_numpy(params))

@@ -28,7 +28,11 @@ class TransformerConfig:
   `num_languages > 0` adds XLM-style language
   embeddings (one vector per language id, summed with the word / position /
   token-type embeddings); every input then needs per-token language ids.
-  Off (0) by default, as in mBERT, XLM-R and VECO.
+  Off (0) by default, as in mBERT, XLM-R and VECO. `languages` names the ids
+  in order (a fine-tuned model then takes each example's id from its
+  language); `language_positions=True` gives each language its own position
+  table instead of a language vector (Dufter & Schuetze 2020's separate
+  position embeddings).
   `tie_word_embeddings=False` gives the MLM head its own output projection
   (`mlm_head/decoder/kernel`, (hidden, vocab)) instead of the word embeddings.
   `attention_implementation` selects the attention kernel
@@ -48,6 +52,8 @@ class TransformerConfig:
   max_positions: int = 512
   type_vocab_size: int = 2
   num_languages: int = 0
+  languages: tuple = ()
+  language_positions: bool = False
   tie_word_embeddings: bool = True
   pad_token_id: int = 0
   position_style: str = "absolute"
@@ -67,6 +73,12 @@ class TransformerConfig:
       raise errors.ConfigError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
     if self.num_languages < 0:
       raise errors.ConfigError(f"num_languages={self.num_languages}; expected >= 0 (0: no language embeddings)")
+    object.__setattr__(self, "languages", tuple(self.languages))
+    if self.languages and len(self.languages) != self.num_languages:
+      raise errors.ConfigError(f"languages={list(self.languages)} names {len(self.languages)} language ids but "
+                               f"num_languages={self.num_languages}; expected one name per id")
+    if self.language_positions and not self.num_languages:
+      raise errors.ConfigError("language_positions=True needs num_languages > 0 (a position table per language)")
     if self.attention_implementation not in ATTENTION_IMPLEMENTATIONS:
       raise errors.ConfigError(f"attention_implementation={self.attention_implementation!r}; expected one of "
                                f"{ATTENTION_IMPLEMENTATIONS}")

@@ -106,6 +106,17 @@ class EncoderOutput(NamedTuple):
   embeddings: Optional[Array] = None   # (batch, length, embed) layer-0 input
 
 
+def batch_inputs(batch: dict) -> dict:
+  """`TransformerEncoder`'s inputs from a task batch: ids, mask, and where present token types, positions and
+  `language_ids` (one per example, (batch,), given to every token; for a config with language embeddings)."""
+  languages = batch.get("language_ids")
+  if languages is not None and languages.ndim == 1:
+    languages = jax.numpy.broadcast_to(languages[:, None], batch["input_ids"].shape)
+  return {"input_ids": batch["input_ids"], "input_mask": batch["input_mask"],
+          "token_type_ids": batch.get("token_type_ids"), "positions": batch.get("positions"),
+          "language_ids": languages}
+
+
 class TransformerEncoder(nn.Module):
   """Embeddings -> Encoder -> Pooler (+ MLM head on request)."""
 
@@ -119,8 +130,11 @@ class TransformerEncoder(nn.Module):
     self.mlm_head = MlmHead(self.config)
 
   def __call__(self, input_ids: Array, input_mask: Array, token_type_ids: Optional[Array] = None,
-               positions: Optional[Array] = None, return_all: bool = False) -> EncoderOutput:
-    emb = self.embeddings(input_ids, input_mask, token_type_ids, positions, deterministic=self.deterministic)
+               positions: Optional[Array] = None, return_all: bool = False,
+               language_ids: Optional[Array] = None) -> EncoderOutput:
+    """`language_ids`: per-token language ids, for a config with language embeddings (`num_languages`)."""
+    emb = self.embeddings(input_ids, input_mask, token_type_ids, positions, deterministic=self.deterministic,
+                          language_ids=language_ids)
     seq, all_layers = self.encoder(emb, input_mask, return_all=return_all)
     return EncoderOutput(seq, self.pooler(seq), all_layers, emb if return_all else None)
 
@@ -130,7 +144,8 @@ class TransformerEncoder(nn.Module):
 
   def init_all(self, input_ids, input_mask):
     """Touches every sub-module so `init` creates the full parameter tree."""
-    out = self(input_ids, input_mask)
+    languages = jax.numpy.zeros_like(input_ids) if self.config.num_languages else None
+    out = self(input_ids, input_mask, language_ids=languages)
     return self.mlm_logits(out.sequence), out.pooled
 
 

@@ -96,7 +96,10 @@ class Embeddings(nn.Module):
   """Word + position (+ token-type) (+ language) embeddings, LayerNorm, dropout.
 
   Language embeddings exist only when `config.num_languages > 0`; then
-  `language_ids` (same shape as `input_ids`) is required. By default the
+  `language_ids` (same shape as `input_ids`) is required. With
+  `config.language_positions` they are a position table per language (rows
+  `language * max_positions + position` of `position_embeddings`) instead of a
+  vector per language. By default the
   positions are `default_positions`, and a sequence longer than the position
   table allows (`max_tokens`) is a `ConfigError` at trace time. Explicit
   `positions` are token positions counted from each segment's start (see
@@ -116,10 +119,11 @@ class Embeddings(nn.Module):
     embed = lambda n, axes, name: nn.Embed(  # noqa: E731
         n, cfg.hidden_size, dtype=jnp.float32, embedding_init=_param_init(_init(cfg), axes), name=name)
     self.word_embeddings = embed(cfg.vocab_size, ("vocab", "embed"), "word_embeddings")
-    self.position_embeddings = embed(cfg.max_positions, ("positions", "embed"), "position_embeddings")
+    tables = cfg.num_languages if cfg.language_positions else 1
+    self.position_embeddings = embed(tables * cfg.max_positions, ("positions", "embed"), "position_embeddings")
     if cfg.type_vocab_size > 0:
       self.token_type_embeddings = embed(cfg.type_vocab_size, ("token_types", "embed"), "token_type_embeddings")
-    if cfg.num_languages > 0:
+    if cfg.num_languages > 0 and not cfg.language_positions:
       self.language_embeddings = embed(cfg.num_languages, ("languages", "embed"), "language_embeddings")
     self.layer_norm = layer_norm(cfg, "layer_norm")
     self.dropout = nn.Dropout(cfg.dropout_rate)
@@ -134,17 +138,19 @@ class Embeddings(nn.Module):
       positions = default_positions(cfg, input_mask)
     else:
       positions = position_ids(cfg, positions, input_mask)
+    if cfg.num_languages > 0 and language_ids is None:
+      raise ValueError(f"this network has language embeddings (num_languages={cfg.num_languages}): "
+                       "pass per-token language_ids, or fold one language into the position embeddings "
+                       "(veco_assembly.fold_language_embedding) to get a plain encoder")
+    if cfg.language_positions:
+      positions = language_ids * cfg.max_positions + positions
     words = self.word_embeddings(input_ids)
     x = (words * word_scale if word_scale != 1.0 else words) + self.position_embeddings(positions)
     if cfg.type_vocab_size > 0:
       if token_type_ids is None:
         token_type_ids = jnp.zeros_like(input_ids)
       x = x + self.token_type_embeddings(token_type_ids)
-    if cfg.num_languages > 0:
-      if language_ids is None:
-        raise ValueError(f"this network has language embeddings (num_languages={cfg.num_languages}): "
-                         "pass per-token language_ids, or fold one language into the position embeddings "
-                         "(veco_assembly.fold_language_embedding) to get a plain encoder")
+    if cfg.num_languages > 0 and not cfg.language_positions:
       x = x + self.language_embeddings(language_ids)
     x = self.layer_norm(x).astype(cfg.compute_dtype)
     x = hidden_dropout(self, cfg, x, deterministic, self.dropout)

@@ -48,8 +48,10 @@ CONDITIONS = ("pretrained", "base_only", "no_pretraining")  # the pretraining co
 @dataclasses.dataclass(frozen=True)
 class LabExperiment:
   """What the lab runs: the pretraining (steps, batch, segment length, learning rate, language sampling
-  exponent, vocabulary size), the fine-tuning seeds, the conditions (`CONDITIONS`; `pretrained` is always run)
-  and whether translate-train is run as the upper reference."""
+  exponent, vocabulary size), the fine-tuning seeds, the conditions (`CONDITIONS`; `pretrained` is always run),
+  whether translate-train is run as the upper reference, and the position embeddings: `'shared'` by every
+  language, or `'separate'`, a table per language (Dufter & Schuetze 2020; each example, in pretraining,
+  fine-tuning and test, reads its own language's table)."""
 
   pretrain_steps: int = 3000
   pretrain_batch_size: int = 32
@@ -63,6 +65,7 @@ class LabExperiment:
   translate_train: bool = True
   retrieval_sentences: Optional[int] = None  # test sentences searched per language (None: all)
   pretraining: str = "joint"  # "joint": one encoder over every language; "per_language": base + each one
+  positions: str = "shared"
 
   def __post_init__(self):
     v.require(self, "pretrain_steps", v.positive_int, "a positive integer")
@@ -73,6 +76,15 @@ class LabExperiment:
     v.require(self, "controls", lambda x: not isinstance(x, str) and set(x) <= set(CONDITIONS[1:]),
               f"a list of {CONDITIONS[1:]}")
     v.require(self, "pretraining", lambda x: x in ("joint", "per_language"), "'joint' or 'per_language'")
+    v.require(self, "positions", lambda x: x in ("shared", "separate"), "'shared' or 'separate'")
+
+  def model(self, config: TransformerConfig, unit: "Unit") -> TransformerConfig:
+    """The model of `unit`'s encoder: `config`, with a position table per language of the unit where the
+    positions are separate."""
+    if self.positions == "shared":
+      return config
+    return config.replace(num_languages=len(unit.languages), languages=tuple(unit.languages),
+                          language_positions=True)
 
   @property
   def conditions(self) -> tuple[str, ...]:
@@ -157,7 +169,8 @@ def _pretrain(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig
     return encoder
   source = VecoPairSource(vocabulary=vocab, data_dir=data_dir, monolingual_dir="pretrain", languages=tuple(languages),
                           blank_line_documents=True, segment_len=experiment.segment_len,
-                          batch_size=experiment.pretrain_batch_size, alpha=experiment.alpha)
+                          batch_size=experiment.pretrain_batch_size, alpha=experiment.alpha,
+                          language_order=config.languages or None)
   steps = experiment.pretrain_steps
   train.pretrain(os.path.join(run_dir, "run"), config, source, model=VecoModel(config, objectives=("is",)),
                  optimizer=OptimizerConfig(learning_rate=experiment.pretrain_learning_rate, warmup_ratio=0.05,
@@ -165,7 +178,7 @@ def _pretrain(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig
                  trainer=TrainerConfig(train_steps=steps, log_every=max(1, steps // 20),
                                        checkpoint_every=min(1000, steps), keep_checkpoints=1),
                  partition=partition)
-  return export_encoder(os.path.join(run_dir, "run"), encoder)
+  return export_encoder(os.path.join(run_dir, "run"), encoder, "all" if config.languages else None)
 
 
 def _retrieval(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig, encoder: Optional[str],
@@ -182,8 +195,8 @@ def _retrieval(run_dir: str, data_dir: str, vocab: str, config: TransformerConfi
       continue
     pairs = data.read("retrieval", lg, "test")
     source, target = pairs["source"][:limit], pairs["target"][:limit]
-    nearest = retrieval.tatoeba_predict(runner.retrieval.embed(source, "retrieval"),
-                                        runner.retrieval.embed(target, "retrieval"))
+    nearest = retrieval.tatoeba_predict(runner.retrieval.embed(source, "retrieval", lg),
+                                        runner.retrieval.embed(target, "retrieval", BASE))
     out[lg] = metrics.tatoeba_accuracy(nearest, range(len(target)))
   return out
 
@@ -212,18 +225,19 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
     parts: dict = {}
     entry = results["conditions"][condition] = {"pretrained_on": [], "retrieval": {}}
     for unit in units(condition, languages.names, experiment):
+      config = experiment.model(model_config, unit)
       encoder = None if unit.pretrained_on is None else _pretrain(
           os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
-          model_config, unit.pretrained_on, experiment, partition)
+          config, unit.pretrained_on, experiment, partition)
       entry["pretrained_on"].append(unit.pretrained_on)
       entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name), data_dir, vocab,
-                                           model_config, encoder, settings, partition,
+                                           config, encoder, settings, partition,
                                            experiment.retrieval_sentences, unit.languages))
       runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
                                            if condition == "pretrained" and experiment.translate_train else [])
       for (setting, folder), seed in itertools.product(runs, experiment.seeds):
         bookkeeping.say(f"lab: {condition} {unit.name} {setting} seed {seed}".replace("  ", " "))
-        result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, model_config, vocab,
+        result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, config, vocab,
                             labels_dir=data_dir, tasks=tuple(experiment.tasks),
                             languages={task: list(unit.languages) for task in experiment.tasks},
                             init_checkpoint=encoder, partition=partition,

@@ -168,7 +168,7 @@ class ModelStore:
       data = data._replace(features=filter_kinds.with_soft_labels(data.features,
                                                                   self.teacher_soft_labels(task, sources, limit)))
     source = FeatureListSource(data.features, s.batch_size, seed, weight_keys=(kind.weight_key,),
-                               model_keys=kind.model_keys)
+                               model_keys=task_kinds.fed_keys(kind.model_keys, data.features))
     steps = max(1, int(round(s.epochs * len(data.features) / s.batch_size)))
     selection = self.selection(task)
     if selection is None and s.selection != "final" and kind.selection is not None:

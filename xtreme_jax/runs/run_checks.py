@@ -56,6 +56,19 @@ def _check_overrides(runner: XtremeRunner) -> None:
     runner.settings.recipe(key).optimizer.with_overrides(dict(overrides))
 
 
+def _check_language_ids(runner: XtremeRunner) -> None:
+  """A model with language embeddings names its languages (each example's id comes from its language), and
+  runs in a setting whose models take one language per example (not FILTER's pairs)."""
+  config = runner.config
+  if not config.num_languages:
+    return
+  errors.require(bool(config.languages), f"the model has language embeddings (num_languages={config.num_languages}) "
+                 "but TransformerConfig.languages does not name them; a benchmark run feeds each example its "
+                 "language's id (export the encoder with LANGUAGE_ID 'all', or fold one language in)")
+  errors.require(not runner.filtering, "FILTER's settings take no model with language embeddings (each example is "
+                 "a pair of two languages); fold one language in (export-encoder RUN_DIR OUT LANGUAGE_ID)")
+
+
 def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Mapping],
               labels_dir: Optional[str]) -> dict[str, list[str]]:
   """Everything a user can get wrong, checked before any training; returns {task: [languages]}."""
@@ -85,6 +98,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
                  f"{runner.vocab.vocab_size} ids but the model's vocab_size is {config.vocab_size}; raise "
                  "vocab_size in the model preset")
   pretrained_loader(runner.init_checkpoint, config)  # INIT_CHECKPOINT exists and fits the model (its config.json)
+  _check_language_ids(runner)
   for task in tasks:
     if task in RETRIEVAL_TASKS:
       layer, seq_len = runner.retrieval.layer(task), runner.settings.retrieval(task).seq_len

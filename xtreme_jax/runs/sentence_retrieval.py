@@ -16,13 +16,15 @@ from xtreme_jax import errors
 from xtreme_jax.data.features.classification_source import encode_pair
 from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
-from xtreme_jax.networks.encoder import TransformerEncoder
-from xtreme_jax.runs import bookkeeping
+from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
+from xtreme_jax.runs import bookkeeping, task_kinds
 from xtreme_jax.runs.recipes import RETRIEVAL_TASKS, official_layer
 from xtreme_jax.runs.train import describe, pretrained_loader
 
 if TYPE_CHECKING:
   from xtreme_jax.runs.xtreme import XtremeRunner
+
+PIVOT = "en"  # XTREME's retrieval pairs each language's sentences with English ones
 
 
 class SentenceRetrieval:
@@ -58,10 +60,14 @@ class SentenceRetrieval:
     layer = self.run.settings.retrieval(task).layer
     return official_layer(task, self.run.config.num_layers) if layer is None else layer
 
-  def embed(self, sentences: Sequence[str], task: str) -> np.ndarray:
-    """Sentence embeddings of `task`'s `RetrievalSettings` (pooling, layer, max length)."""
+  def embed(self, sentences: Sequence[str], task: str, language: str) -> np.ndarray:
+    """Sentence embeddings of `task`'s `RetrievalSettings` (pooling, layer, max length) of `language`'s
+    `sentences` (their language ids for a model with named languages)."""
     rs = self.run.settings.retrieval(task)
-    feats = [encode_pair(self.run.vocab, [s], rs.seq_len) for s in sentences]
+    examples = task_kinds.with_language_id([{"text": s} for s in sentences], language, self.run.config,
+                                           f"{task} {language}")
+    feats = [encode_pair(self.run.vocab, [ex["text"]], rs.seq_len) for ex in examples]
+    task_kinds.add_language_ids(feats, range(len(feats)), examples)
     return sentence_embeddings(self.run.config, self.encoder_params, feats, self.layer(task), rs.batch_size,
                                rs.pool)
 
@@ -83,24 +89,25 @@ class SentenceRetrieval:
   def run_language(self, task: str, language: str) -> str:
     if task == "tatoeba":
       data = self.run.read(task, language, "test")
-      src, tgt = self.embed(data["source"], task), self.embed(data["target"], task)
+      src, tgt = self.embed(data["source"], task, language), self.embed(data["target"], task, PIVOT)
       nearest = retrieval.tatoeba_predict(src, tgt)
       return self.run.predictions.write(task, language, "test", "".join(f"{int(i)}\n" for i in nearest))
     threshold = None
     if self.run.available(task, language, "dev"):
       dev = self.run.read(task, language, "dev")
-      threshold = metrics.bucc_best_threshold(self._mine(dev, task), dev["gold"])
+      threshold = metrics.bucc_best_threshold(self._mine(dev, task, language), dev["gold"])
     test = self.run.read(task, language, "test")
-    candidates = self._mine(test, task)
+    candidates = self._mine(test, task, language)
     pairs = metrics.apply_threshold(candidates, threshold) if threshold is not None else list(candidates)
     return self.run.predictions.write(task, language, "test", "".join(f"{s}\t{t}\n" for s, t in pairs))
 
-  def _mine(self, data: dict, task: str) -> dict:
-    """{(src_id, tgt_id): margin score} of the mined candidate pairs."""
+  def _mine(self, data: dict, task: str, language: str) -> dict:
+    """{(src_id, tgt_id): margin score} of the mined candidate pairs of `language` and English."""
     src_ids, src = zip(*data["source"])
     tgt_ids, tgt = zip(*data["target"])
     # duplicates="drop": sentences occurring twice are left out, as the official BUCC evaluation does.
-    mined = retrieval.mine_bucc(self.embed(src, task), self.embed(tgt, task), src_ids, tgt_ids, src, tgt,
+    mined = retrieval.mine_bucc(self.embed(src, task, language), self.embed(tgt, task, PIVOT), src_ids, tgt_ids,
+                                src, tgt,
                                 duplicates="drop")
     return {(s, t): score for s, t, score in mined}
 
@@ -112,8 +119,7 @@ class SentenceRetrieval:
 
 @functools.partial(jax.jit, static_argnames=("config", "layer", "pool"))
 def _pooled(params: Any, batch: dict, *, config: TransformerConfig, layer: int, pool: str) -> jax.Array:
-  out = TransformerEncoder(config).apply({"params": params}, batch["input_ids"], batch["input_mask"],
-                                         batch["token_type_ids"], return_all=True)
+  out = TransformerEncoder(config).apply({"params": params}, **batch_inputs(batch), return_all=True)
   states = out.embeddings if layer == 0 else out.all_layers[layer - 1]
   return retrieval.pool_states(states, batch["input_mask"], pool)
 
@@ -122,7 +128,7 @@ def sentence_embeddings(config: TransformerConfig, params: Any, features: list[d
                         batch_size: int, pool: str = "mean") -> np.ndarray:
   """`pool` (`retrieval.pool_states`: 'cls' | 'mean') of the hidden states after `layer` (0 = embedding output)."""
   errors.require(0 <= layer <= config.num_layers, f"retrieval layer {layer}; expected 0..{config.num_layers}")
-  keys = ("input_ids", "input_mask", "token_type_ids")
+  keys = task_kinds.fed_keys(("input_ids", "input_mask", "token_type_ids"), features)
   starts = range(0, len(features), batch_size)
   chunks = []
   for start in bookkeeping.progress(starts, "embed", unit="batch", leave=False, min_items=50):

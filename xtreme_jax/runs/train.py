@@ -65,6 +65,9 @@ def _check_languages(config: TransformerConfig, *sources) -> Optional[tuple]:
     if len(langs) > config.num_languages:
       raise errors.ConfigError(f"the data has {len(langs)} languages {list(langs)} but num_languages="
                                f"{config.num_languages}; raise num_languages in the model preset")
+    if config.languages and tuple(langs) != config.languages:
+      raise errors.ConfigError(f"the data's language ids {list(langs)} differ from TransformerConfig.languages "
+                               f"{list(config.languages)}; give the source the same language order")
     if index is not None and tuple(langs) != index:
       raise errors.ConfigError(f"the evaluation data's language ids {list(langs)} differ from the training data's "
                                f"{list(index)}; give both sources the same languages")

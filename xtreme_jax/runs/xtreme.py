@@ -100,7 +100,10 @@ class XtremeRunner:
     if self.filtering and split in ("dev", "test") and task not in RETRIEVAL_TASKS:
       return filter_pairs().inference_pairs(task, self.data, language, split, self.recipe(task).filter.english,
                                             self.translations_dir)
-    return self.data.read(task, language, split)
+    records = self.data.read(task, language, split)
+    if not self.spec(task).fine_tuned:  # retrieval's sentences, given their languages by `SentenceRetrieval.embed`
+      return records
+    return task_kinds.with_language_id(records, language, self.config, f"{task} {language} {split}")
 
   def available(self, task: str, language: str, split: str) -> bool:
     """Whether `read(task, language, split)` has data to read."""

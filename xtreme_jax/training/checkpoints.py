@@ -84,8 +84,10 @@ VERSION = "fingerprint_version"  # run_config.json's key for the FINGERPRINT_VER
 # so that a run directory of another version is refused with one line instead of a list of differing keys.
 # 1: before versioning (no key); 2: every config field, bundled paths package-relative; 3: FILTER temperatures,
 # the feature-based BiLSTM size, WMT14 text folders, the encoder-decoder embedding switches; 4: a task's recipe
-# holds its kind's parts (`TaskSettings.qa`, `.tagging`, `.ranking`, `.feature_based`).
-FINGERPRINT_VERSION = 4
+# holds its kind's parts (`TaskSettings.qa`, `.tagging`, `.ranking`, `.feature_based`); 5: the model's named
+# languages and per-language position tables (`TransformerConfig.languages`, `.language_positions`), the pair
+# source's `language_order`.
+FINGERPRINT_VERSION = 5
 
 
 def drop_closed_loop_callbacks() -> None:

@@ -451,7 +451,9 @@ class VecoPairSource(PairFeatures, IndexedSource):
   vocabulary object with `encode`, `build_inputs`, `vocab_size` and the
   special ids. `monolingual_dir` / `parallel_dir` (relative to `data_dir`
   unless absolute) may be None, but not both. `languages` / `language_pairs`
-  select files (None: every file found).
+  select files (None: every file found). `language_order`: the order of the
+  language ids (None: the languages found, sorted); it may name languages the
+  data lacks (a model's `TransformerConfig.languages`).
   """
 
   vocabulary: Any
@@ -461,9 +463,10 @@ class VecoPairSource(PairFeatures, IndexedSource):
   language_pairs: tuple | None = None
   data_dir: str | None = None
   blank_line_documents: bool = False
+  language_order: tuple | None = None
 
   def __post_init__(self):
-    for name in ("languages", "language_pairs"):
+    for name in ("languages", "language_pairs", "language_order"):
       value = getattr(self, name)
       if isinstance(value, str):
         object.__setattr__(self, name, (value,))
@@ -509,11 +512,17 @@ class VecoPairSource(PairFeatures, IndexedSource):
 
   @functools.cached_property
   def languages_index(self) -> tuple:
-    """Every language seen (monolingual and both sides of pairs), sorted; `*_language_id` index it."""
+    """Every language seen (monolingual and both sides of pairs), sorted, or `language_order`;
+    `*_language_id` index it."""
     langs = set(self.monolingual)
     for key in self.bilingual:
       langs.update(key.split("-"))
-    return tuple(sorted(langs))
+    if self.language_order is None:
+      return tuple(sorted(langs))
+    unnamed = sorted(langs - set(self.language_order))
+    errors.require(not unnamed, f"language_order={list(self.language_order)} does not name the data's "
+                   f"language(s) {unnamed}")
+    return self.language_order
 
   @functools.cached_property
   def mono_probs(self) -> dict[str, float]:
