@@ -52,7 +52,8 @@ def test_files_are_parallel_and_tags_follow_the_grammar(lab_dir):
   assert [r["label"] for r in topics] == [r["label"] for r in data.read("topic", "base", "train")]
   assert {r["label"] for r in topics} <= set(LAB.task("topic").labels)
   pairs = data.read("retrieval", "overlap50", "test")
-  assert pairs["source"] == [" ".join(r["tokens"]) for r in base] and len(pairs["target"]) == 16
+  assert pairs["target"] == [" ".join(r["tokens"]) for r in base] and len(pairs["source"]) == 16
+  assert data.benchmark.task("retrieval").languages == {"test": ("shift", "shift_inv", "overlap50")}
   # A second write of the same lab keeps the folder; the pretraining texts are each language's own sample.
   before = (lab_dir / "pos" / "test-shift.tsv").stat().st_mtime_ns
   write_lab_data(str(lab_dir), SMALL)
@@ -72,7 +73,14 @@ def test_scorer_scores_the_lab_by_kind(lab_dir, tmp_path):
       "".join(f"{wrong.get(j, t)}\n" for j, t in enumerate(r["tags"])) + "\n" for r in gold))
   topics = data.read("topic", "shift", "test")
   (tmp_path / "topic" / "test-shift.tsv").write_text("".join(f"{r['label']}\n" for r in topics[:-1]) + "topic0\n")
-  result = mbert_scorer.score_submission(str(tmp_path), data, ("pos", "topic"), languages=("shift",))["tasks"]
+  (tmp_path / "retrieval").mkdir()  # sentence i found at i, but for 0 and 1, swapped: 14 of 16
+  (tmp_path / "retrieval" / "test-shift.tsv").write_text("1\n0\n" + "".join(f"{i}\n" for i in range(2, 16)))
+  result = mbert_scorer.score_submission(str(tmp_path), data, ("pos", "topic", "retrieval"),
+                                         languages=("shift",))["tasks"]
+  assert result["retrieval"]["languages"]["shift"]["accuracy"] == pytest.approx(100 * 14 / 16)
+  (tmp_path / "retrieval" / "test-shift.tsv").write_text("".join(f"{i}\n" for i in range(15)) + "x\n")
+  with pytest.raises(errors.DataError, match=r"test-shift.tsv:16: expected a 0-based integer index, got 'x'"):
+    mbert_scorer.score_submission(str(tmp_path), data, ("retrieval",), languages=("shift",))
   words = sum(len(r["tags"]) for r in gold)
   right = words - sum(r["tags"][0] != "NOUN" for r in gold)
   assert result["pos"]["languages"]["shift"]["accuracy"] == pytest.approx(100 * right / words)

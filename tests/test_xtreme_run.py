@@ -525,7 +525,7 @@ def _bound_settings(experiment):
 ])
 def test_experiments_bind_the_official_recipe(experiment, xnli_lr, layers):
   settings, config = _bound_settings(experiment)
-  assert settings.setting == "zero_shot" and set(settings.tasks) == set(recipes.FINETUNED + xtreme.RETRIEVAL_TASKS)
+  assert settings.setting == "zero_shot" and set(settings.tasks) == set(recipes.FINETUNED + recipes.RETRIEVAL_TASKS)
   official = {"xnli": (5.0, 100), "pawsx": (5.0, 200), "udpos": (10.0, 500), "panx": (10.0, 1000)}
   for task, (epochs, eval_every) in official.items():
     s = settings.recipe(task)

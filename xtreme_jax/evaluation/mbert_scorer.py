@@ -1,5 +1,6 @@
 """Scores a submission of the mBERT paper's tasks against their test files (`registry/mbert.py`); the transfer
-lab's tasks (`registry/lab.py`) are scored the same way, by their kind (classification, tagging).
+lab's tasks (`registry/lab.py`) are scored the same way, by their kind (classification, tagging, similarity
+search: one 0-based index per source sentence, the gold being line i for sentence i; accuracy).
 
 Prediction files `<dir>/<task>/test-<lg>.tsv`, in the order of the test
 file:
@@ -100,8 +101,20 @@ def _tags(path: str, gold: list[dict], spec: TaskSpec) -> dict:
   return {"accuracy": metrics.pos_token_accuracy(blocks, [g["tags"] for g in gold])}
 
 
+def _nearest(path: str, gold: dict, spec: TaskSpec) -> dict:
+  del spec
+  predicted = [line.strip() for line in _lines(path) if line.strip()]
+  if len(predicted) != len(gold["source"]):
+    raise errors.DataError(f"{path}: {len(predicted)} indices; the test file has {len(gold['source'])} sentences")
+  for number, index in enumerate(predicted, 1):
+    if not (index.isascii() and index.isdigit()):
+      raise errors.DataError(f"{errors.location(path, number)}: expected a 0-based integer index, got {index!r}")
+  return {"accuracy": metrics.tatoeba_accuracy(predicted, range(len(predicted)))}
+
+
 # task kind -> (prediction file, gold records, spec) -> metrics
-_BY_KIND = {"pair_classification": _labels, "tagging": _tags, "parsing": _trees, "parsing_gold_pos": _trees}
+_BY_KIND = {"pair_classification": _labels, "tagging": _tags, "parsing": _trees, "parsing_gold_pos": _trees,
+            "similarity_search": _nearest}
 
 
 def score_file(task: str, path: str, gold: list[dict], benchmark: BenchmarkSpec = MBERT) -> dict:

@@ -32,7 +32,7 @@ TOPIC = TaskSpec(name="topic", benchmark="lab", languages={}, kind="pair_classif
                  score="accuracy", category="classification", train=("topic", BASE, "train"), model="topic",
                  in_language=True, files={"*": "topic/{split}-{lg}.tsv"})
 RETRIEVAL = TaskSpec(name="retrieval", benchmark="lab", languages={}, kind="similarity_search", score="accuracy",
-                     category="retrieval", files={"test": "retrieval/test-{lg}.txt"})
+                     category="retrieval", files={"test": "retrieval/test-{lg}.txt"}, pivot=BASE)
 
 LAB = BenchmarkSpec(
     name="lab",
@@ -43,9 +43,10 @@ LAB = BenchmarkSpec(
 
 
 def lab_benchmark(languages: tuple) -> BenchmarkSpec:
-  """`LAB` with `languages` (the base first) in every split of every task (retrieval: test, the base's
-  translations)."""
+  """`LAB` with `languages` (the base first) in every split of every task (retrieval: the test split of the
+  languages other than the base, which each is matched against)."""
   def with_languages(spec: TaskSpec) -> TaskSpec:
-    splits = ("test",) if not spec.fine_tuned else SPLITS
-    return dataclasses.replace(spec, languages={split: tuple(languages) for split in splits})
+    if not spec.fine_tuned:
+      return dataclasses.replace(spec, languages={"test": tuple(lg for lg in languages if lg != spec.pivot)})
+    return dataclasses.replace(spec, languages={split: tuple(languages) for split in SPLITS})
   return dataclasses.replace(LAB, tasks=tuple(with_languages(t) for t in LAB.tasks))

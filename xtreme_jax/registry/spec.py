@@ -49,6 +49,9 @@ class TaskSpec:
   sides: a task whose examples are line-aligned pairs of files (generation)
     names their two sides, source first (XGLUE: `src`, `tgt`), filled in for
     `{side}` in `files`.
+  pivot: a retrieval task's target language: each test language's sentences
+    (the source side) are matched against their translations in it (XTREME:
+    English).
   """
 
   name: str
@@ -69,6 +72,7 @@ class TaskSpec:
   tfds_builder: Optional[str] = None
   files: Mapping[str, str] = dataclasses.field(default_factory=dict)
   sides: tuple = ()
+  pivot: Optional[str] = None
 
   def file(self, split: str, language: str, side: Optional[str] = None) -> str:
     """The path of (split, language) under the dataset root (`files`); of a pair task, the file of `side`

@@ -62,9 +62,9 @@ TYDIQA = _task("tydiqa", {"train": TYDIQA_LANGS, "test": TYDIQA_LANGS}, "span_qa
                train=("tydiqa", "en", "train"), model="tydiqa", prediction_suffix="json", by_position=False,
                in_language=True, translate_train="tydiqa", tfds_builder="tydi_qa")
 BUCC2018 = _task("bucc2018", {"dev": BUCC_LANGS, "test": BUCC_LANGS}, "bitext_mining", score="f1",
-                 category="retrieval", by_position=False, tfds_builder="bucc")
+                 category="retrieval", by_position=False, tfds_builder="bucc", pivot="en")
 TATOEBA = _task("tatoeba", {"test": TATOEBA_LANGS}, "similarity_search", score="accuracy", category="retrieval",
-                tfds_builder="tatoeba")
+                tfds_builder="tatoeba", pivot="en")
 SQUAD = _task("squad", {"train": EN, "dev": EN}, "span_qa", score="em_f1", prediction_suffix="json",
               by_position=False, tfds_builder="squad")  # read only: the training data of xquad and mlqa
 

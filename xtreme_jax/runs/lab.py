@@ -16,7 +16,8 @@
    zero-shot on every language its encoder knows, once per seed; for `pretrained`, also
    `translate_train/seed<k>/` (the in-language setting: each language's exact translation of the base's
    training set, the upper reference);
-5. retrieval: Tatoeba-style accuracy of each language's test sentences against the base's, with each
+5. `<condition>/retrieval/` (per language: `<condition>/<lg>/retrieval/`): the benchmark runner on the lab's
+   `retrieval` task, Tatoeba-style accuracy of each language's test sentences against the base's with each
    condition's encoder (the alignment measure);
 6. `lab/results.json` and `lab/report.md` with the plots (`evaluation/lab_report.py`).
 
@@ -63,7 +64,6 @@ class LabExperiment:
   tasks: Sequence[str] = ("pos", "topic")
   controls: Sequence[str] = ("base_only", "no_pretraining")
   translate_train: bool = True
-  retrieval_sentences: Optional[int] = None  # test sentences searched per language (None: all)
   pretraining: str = "joint"  # "joint": one encoder over every language; "per_language": base + each one
   positions: str = "shared"
 
@@ -182,23 +182,14 @@ def _pretrain(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig
 
 
 def _retrieval(run_dir: str, data_dir: str, vocab: str, config: TransformerConfig, encoder: Optional[str],
-               settings: FinetuneSettings, partition: PartitionConfig, limit: Optional[int],
-               languages: Sequence[str]) -> dict:
-  """{language: accuracy %} of finding each test sentence's translation among the base's (Tatoeba's
-  measure: cosine nearest neighbour of mean-pooled states), with `encoder` (None: a random one)."""
-  from xtreme_jax.evaluation import metrics, retrieval
-  runner = xtreme.XtremeRunner(run_dir, data_dir, config, vocab, encoder, settings, partition, benchmark="lab")
-  data = LabData(data_dir=data_dir)
-  out = {}
-  for lg in languages:
-    if lg == BASE:
-      continue
-    pairs = data.read("retrieval", lg, "test")
-    source, target = pairs["source"][:limit], pairs["target"][:limit]
-    nearest = retrieval.tatoeba_predict(runner.retrieval.embed(source, "retrieval", lg),
-                                        runner.retrieval.embed(target, "retrieval", BASE))
-    out[lg] = metrics.tatoeba_accuracy(nearest, range(len(target)))
-  return out
+               settings: FinetuneSettings, partition: PartitionConfig, languages: Sequence[str]) -> dict:
+  """{language: accuracy %} of the lab's `retrieval` task (each test sentence's translation found among the
+  base's: Tatoeba's measure), a benchmark run of `encoder` (None: a random one) over the derived `languages`."""
+  derived = [lg for lg in languages if lg != BASE]
+  result = xtreme.lab(run_dir, data_dir, config, vocab, labels_dir=data_dir, tasks=("retrieval",),
+                      languages={"retrieval": derived}, init_checkpoint=encoder, partition=partition,
+                      settings=dataclasses.replace(settings, setting="zero_shot"))
+  return _scores(result)["retrieval"]
 
 
 def _scores(result: dict) -> dict:
@@ -230,9 +221,8 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
           os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
           config, unit.pretrained_on, experiment, partition)
       entry["pretrained_on"].append(unit.pretrained_on)
-      entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name), data_dir, vocab,
-                                           config, encoder, settings, partition,
-                                           experiment.retrieval_sentences, unit.languages))
+      entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name, "retrieval"), data_dir,
+                                           vocab, config, encoder, settings, partition, unit.languages))
       runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
                                            if condition == "pretrained" and experiment.translate_train else [])
       for (setting, folder), seed in itertools.product(runs, experiment.seeds):

@@ -52,7 +52,7 @@ class Predictions:
   def made_by(self, task: str, language: str, split: str) -> Optional[str]:
     """Digest of everything that makes the prediction of (task, language, split): the finished model
     (None while it is not) or the retrieval encoder and settings, and the input files' stamps."""
-    if task in RETRIEVAL_TASKS:
+    if not self.run.spec(task).fine_tuned:
       maker = self.run.retrieval.maker(task)
     else:
       name, sources, limit = self.run.training_set(task, language)
@@ -66,7 +66,7 @@ class Predictions:
 
   def input_paths(self, task: str, language: str, split: str) -> list[str]:
     """Every file (TFDS: the builder location) that predicting (task, language, split) reads."""
-    splits = [split] + (["test"] if split == "translate_test" else []) + (["dev"] if task == "bucc2018" else [])
+    splits = [split] + (["test"] if split == "translate_test" else []) + (["dev"] if self.run.spec(task).kind == "bitext_mining" else [])
     out = []
     for sp in splits:
       if task in RETRIEVAL_TASKS and self.run.data.source == "official":

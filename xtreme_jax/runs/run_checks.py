@@ -11,7 +11,7 @@ from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.data import paths
 from xtreme_jax.networks import layers
 from xtreme_jax.runs import bookkeeping
-from xtreme_jax.runs.recipes import RETRIEVAL_TASKS, finetuned_models, retrieval_tasks
+from xtreme_jax.runs.recipes import finetuned_models, retrieval_tasks
 from xtreme_jax.runs.train import describe, pretrained_loader
 from xtreme_jax.training.optim import check_frozen_depth
 
@@ -100,7 +100,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   pretrained_loader(runner.init_checkpoint, config)  # INIT_CHECKPOINT exists and fits the model (its config.json)
   _check_language_ids(runner)
   for task in tasks:
-    if task in RETRIEVAL_TASKS:
+    if not runner.spec(task).fine_tuned:
       layer, seq_len = runner.retrieval.layer(task), runner.settings.retrieval(task).seq_len
       errors.require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
                      f"layers are 0 (embeddings) .. {config.num_layers}")

@@ -18,13 +18,11 @@ from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
 from xtreme_jax.runs import bookkeeping, task_kinds
-from xtreme_jax.runs.recipes import RETRIEVAL_TASKS, official_layer
+from xtreme_jax.runs.recipes import official_layer
 from xtreme_jax.runs.train import describe, pretrained_loader
 
 if TYPE_CHECKING:
   from xtreme_jax.runs.xtreme import XtremeRunner
-
-PIVOT = "en"  # XTREME's retrieval pairs each language's sentences with English ones
 
 
 class SentenceRetrieval:
@@ -87,9 +85,12 @@ class SentenceRetrieval:
       self.run_language(task, lg)
 
   def run_language(self, task: str, language: str) -> str:
-    if task == "tatoeba":
+    """Searches (similarity search: Tatoeba, the lab's retrieval) or mines (BUCC) `language`'s sentences
+    against their translations in the task's pivot language; the prediction file's path."""
+    spec = self.run.spec(task)
+    if spec.kind == "similarity_search":
       data = self.run.read(task, language, "test")
-      src, tgt = self.embed(data["source"], task, language), self.embed(data["target"], task, PIVOT)
+      src, tgt = self.embed(data["source"], task, language), self.embed(data["target"], task, spec.pivot)
       nearest = retrieval.tatoeba_predict(src, tgt)
       return self.run.predictions.write(task, language, "test", "".join(f"{int(i)}\n" for i in nearest))
     threshold = None
@@ -102,19 +103,19 @@ class SentenceRetrieval:
     return self.run.predictions.write(task, language, "test", "".join(f"{s}\t{t}\n" for s, t in pairs))
 
   def _mine(self, data: dict, task: str, language: str) -> dict:
-    """{(src_id, tgt_id): margin score} of the mined candidate pairs of `language` and English."""
+    """{(src_id, tgt_id): margin score} of the mined candidate pairs of `language` and the pivot language."""
     src_ids, src = zip(*data["source"])
     tgt_ids, tgt = zip(*data["target"])
     # duplicates="drop": sentences occurring twice are left out, as the official BUCC evaluation does.
-    mined = retrieval.mine_bucc(self.embed(src, task, language), self.embed(tgt, task, PIVOT), src_ids, tgt_ids,
-                                src, tgt,
-                                duplicates="drop")
+    pivot = self.run.spec(task).pivot
+    mined = retrieval.mine_bucc(self.embed(src, task, language), self.embed(tgt, task, pivot), src_ids, tgt_ids,
+                                src, tgt, duplicates="drop")
     return {(s, t): score for s, t, score in mined}
 
   def summary(self, tasks: Iterable[str]) -> dict:
     """{task: {"layer", "pooling", "max_len"}} of the retrieval tasks among `tasks` (the keys the report reads)."""
     return {t: {"layer": self.layer(t), "pooling": self.run.settings.retrieval(t).pool,
-                "max_len": self.run.settings.retrieval(t).seq_len} for t in tasks if t in RETRIEVAL_TASKS}
+                "max_len": self.run.settings.retrieval(t).seq_len} for t in tasks if not self.run.spec(t).fine_tuned}
 
 
 @functools.partial(jax.jit, static_argnames=("config", "layer", "pool"))

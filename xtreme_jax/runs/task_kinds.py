@@ -101,10 +101,11 @@ Predict = Callable[[tuple], Any]
 LANGUAGE_IDS = "language_ids"
 
 
-def with_language_id(examples: Sequence[dict], language: str, config: TransformerConfig, where: str) -> list:
+def with_language_id(examples: Sequence[dict], language: str, config: Optional[TransformerConfig],
+                     where: str) -> list:
   """`examples` of `language`, each with its `language_id` for a model with named languages (as they are
-  otherwise); a language the model does not name is refused, naming `where` it came from."""
-  if not config.languages:
+  otherwise, or without a model); a language the model does not name is refused, naming `where` it came from."""
+  if config is None or not config.languages:
     return examples
   errors.require(language in config.languages, f"{where}: language {language!r} has no language id in the model "
                  f"(TransformerConfig.languages: {list(config.languages)})")

@@ -22,7 +22,7 @@ from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec
 from xtreme_jax.runs import benchmarks, bookkeeping, fine_tuning, scoring, task_kinds
 from xtreme_jax.runs.model_store import ModelStore
 from xtreme_jax.runs.predictions import Predictions
-from xtreme_jax.runs.recipes import RETRIEVAL_TASKS, SETTINGS
+from xtreme_jax.runs.recipes import SETTINGS
 from xtreme_jax.runs.run_checks import check_run, run_fingerprint
 # The recipes, bound in Gin files as xtreme.TaskSettings, xtreme.RetrievalSettings, xtreme.FinetuneSettings.
 from xtreme_jax.runs.recipes import FinetuneSettings, RetrievalSettings, TaskSettings  # noqa: F401
@@ -97,7 +97,7 @@ class XtremeRunner:
     one language, dev and test the inference pairs."""
     if self.filtering and split == "filter_train":
       return filter_pairs().training_pairs(task, self.data, [language], self.translations_dir)
-    if self.filtering and split in ("dev", "test") and task not in RETRIEVAL_TASKS:
+    if self.filtering and split in ("dev", "test") and self.spec(task).fine_tuned:
       return filter_pairs().inference_pairs(task, self.data, language, split, self.recipe(task).filter.english,
                                             self.translations_dir)
     records = self.data.read(task, language, split)
@@ -174,13 +174,13 @@ class XtremeRunner:
     if split == "translate_test":
       self.data.check_translate_test(task)
     needed = [(task, language, split)]
-    if task not in RETRIEVAL_TASKS:
+    if self.spec(task).fine_tuned:
       needed += list(self.training_set(task, language)[1])
     for src in needed:
       if not self.available(*src):
         raise errors.MissingInputError(f"{src[0]} {src[2]} data for {src[1]} not found: expected "
                                        f"{self.data.location(*src)}")
-    selection = self.store.selection(task) if task not in RETRIEVAL_TASKS else None
+    selection = self.store.selection(task) if self.spec(task).fine_tuned else None
     for src in dict.fromkeys(needed + list(selection["dev"] if selection else ())):
       if src not in checked:
         self.read(*src)  # a malformed file (or a translation not aligned with its original) stops the run here
@@ -308,7 +308,7 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
   """Fine-tune, predict and retrieve `plan` ({task: [languages]}, from `check_run`), then score and report."""
   pseudo_plan = {t: runner.predictions.pseudo_languages(t) for t in plan} if pseudo_test else {}
   for task, langs in plan.items():
-    if task in RETRIEVAL_TASKS:
+    if not runner.spec(task).fine_tuned:
       runner.retrieval.run_task(task, langs)
     else:
       runner.predictions.predict_task(task, langs)

@@ -3,7 +3,7 @@
 `LabData(data_dir=...)` offers `read`, `location`, `available` and `benchmark` like the other benchmarks'
 data objects; its benchmark is `registry.lab.LAB` with the folder's languages (its `lab.json`). Records: POS
 `{"id", "tokens", "tags"}`, topic `{"id", "text_a", "text_b": None, "label"}`, retrieval `{"source": the
-base's test sentences, "target": the language's}` (Tatoeba's: target i translates source i).
+language's test sentences, "target": the base's}` (Tatoeba's: target i translates source i).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def _labelled(path: str, labels: tuple, base: str) -> list[dict]:
 def _parallel(path: str, labels: tuple, base: str) -> dict:
   del labels
   lines = lambda p: [line for line in _lines(p) if line]  # noqa: E731
-  source, target = lines(base), lines(path)
-  errors.require(len(source) == len(target), f"{path}: {len(target)} sentences; {base} has {len(source)} (line i "
+  source, target = lines(path), lines(base)
+  errors.require(len(source) == len(target), f"{path}: {len(source)} sentences; {base} has {len(target)} (line i "
                  "translates line i)")
   return {"source": source, "target": target}
 
