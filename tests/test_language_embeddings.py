@@ -228,20 +228,20 @@ def test_nlg_assembly_refuses_language_embeddings():
 
 
 def test_examples_carry_their_language_s_id_to_the_model():
-  from xtreme_jax.runs import task_kinds
+  from xtreme_jax.runs import language_ids
   named = CFG.replace(languages=("de", "en", "fr"))
   examples = [{"id": "a"}, {"id": "b"}]
-  assert task_kinds.with_language_id(examples, "fr", BASE, "xnli fr test") is examples  # no named languages
-  tagged = task_kinds.with_language_id(examples, "fr", named, "xnli fr test")
+  assert language_ids.with_language_id(examples, "fr", BASE, "xnli fr test") is examples  # no named languages
+  tagged = language_ids.with_language_id(examples, "fr", named, "xnli fr test")
   assert tagged == [{"id": "a", "language_id": 2}, {"id": "b", "language_id": 2}] and "language_id" not in examples[0]
   with pytest.raises(ValueError, match=r"xnli sw test: language 'sw' has no language id in the model "
                                        r"\(TransformerConfig.languages: \['de', 'en', 'fr'\]\)"):
-    task_kinds.with_language_id(examples, "sw", named, "xnli sw test")
+    language_ids.with_language_id(examples, "sw", named, "xnli sw test")
   windows = [{"input_ids": np.zeros(4)} for _ in range(3)]  # windows 0, 1 of example 0; window 2 of example 1
-  task_kinds.add_language_ids(windows, [0, 0, 1], [{"language_id": 2}, {"language_id": 0}])
+  language_ids.add_language_ids(windows, [0, 0, 1], [{"language_id": 2}, {"language_id": 0}])
   assert [int(w["language_ids"]) for w in windows] == [2, 2, 0]
-  assert task_kinds.fed_keys(("input_ids", "labels"), windows) == ("language_ids", "input_ids", "labels")
-  assert task_kinds.fed_keys(("input_ids", "labels"), [{"input_ids": 0}]) == ("input_ids", "labels")
+  assert language_ids.fed_keys(("input_ids", "labels"), windows) == ("language_ids", "input_ids", "labels")
+  assert language_ids.fed_keys(("input_ids", "labels"), [{"input_ids": 0}]) == ("input_ids", "labels")
 
 
 def test_a_benchmark_run_refuses_unnamed_language_embeddings(tmp_path, capsys):

@@ -29,7 +29,7 @@ def test_tiny_wmt14_run_trains_averages_decodes_and_scores(tmp_path):
   assert _run(tmp_path, "--gin.TRAIN_STEPS=100") == 0  # (the sample run: 150)
   scores = json.loads((tmp_path / "scores-test.json").read_text())
   hypotheses = (tmp_path / "translations-test.txt").read_text().split("\n")[:-1]
-  assert len(hypotheses) == scores["sentences"] == 8
+  assert len(hypotheses) == scores["sentences"] == 8 and len(set(hypotheses)) >= 2  # not one sentence for all
   sample = paths.sample_parallel_dir()
   references = open(f"{sample}/de-en.de", encoding="utf-8").read().splitlines()[:8]
   assert scores["sacrebleu"] == pytest.approx(bleu.sacrebleu_detok(hypotheses, references).score)

@@ -9,14 +9,14 @@ import jax
 import numpy as np
 
 from xtreme_jax.data.features.sources import FeatureListSource
-from xtreme_jax.runs import task_kinds
+from xtreme_jax.runs import language_ids, task_kinds
 from xtreme_jax.training.trainer import Trainer
 
 
 def predict_features(trainer: Trainer, params: Any, features: list, keys: tuple, batch_size: int) -> Any:
   """The model's outputs for every feature dict, in order (batches of `keys`; the last key weights out the
-  padding rows of the last batch; the windows' language ids join them, `task_kinds.fed_keys`)."""
-  source = FeatureListSource(features, batch_size, model_keys=task_kinds.fed_keys(keys, features),
+  padding rows of the last batch; the windows' language ids join them, `language_ids.fed_keys`)."""
+  source = FeatureListSource(features, batch_size, model_keys=language_ids.fed_keys(keys, features),
                              weight_keys=(keys[-1],))
   outs = list(trainer.predict(params, source.eval_batches(*trainer.feed_slot)))
   return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs)[: len(features)], *outs)

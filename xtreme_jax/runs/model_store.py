@@ -17,7 +17,7 @@ from xtreme_jax import atomic, errors, fs
 from xtreme_jax.data import paths
 from xtreme_jax.data.translation import xtreme_translations as translations
 from xtreme_jax.data.features.sources import FeatureListSource
-from xtreme_jax.runs import bookkeeping, filter_kinds, inference, soft_labels, task_kinds
+from xtreme_jax.runs import bookkeeping, filter_kinds, inference, language_ids, soft_labels, task_kinds
 from xtreme_jax.runs.recipes import TaskSettings
 from xtreme_jax.runs.train import apply_overrides, describe, pretrained_loader
 from xtreme_jax.training.checkpoints import RunDirectory
@@ -168,7 +168,7 @@ class ModelStore:
       data = data._replace(features=filter_kinds.with_soft_labels(data.features,
                                                                   self.teacher_soft_labels(task, sources, limit)))
     source = FeatureListSource(data.features, s.batch_size, seed, weight_keys=(kind.weight_key,),
-                               model_keys=task_kinds.fed_keys(kind.model_keys, data.features))
+                               model_keys=language_ids.fed_keys(kind.model_keys, data.features))
     steps = max(1, int(round(s.epochs * len(data.features) / s.batch_size)))
     selection = self.selection(task)
     if selection is None and s.selection != "final" and kind.selection is not None:

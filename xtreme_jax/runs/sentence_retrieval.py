@@ -17,7 +17,7 @@ from xtreme_jax.data.features.classification_source import encode_pair
 from xtreme_jax.evaluation import metrics, retrieval
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.encoder import TransformerEncoder, batch_inputs
-from xtreme_jax.runs import bookkeeping, task_kinds
+from xtreme_jax.runs import bookkeeping, language_ids
 from xtreme_jax.runs.recipes import official_layer
 from xtreme_jax.runs.train import describe, pretrained_loader
 
@@ -62,10 +62,10 @@ class SentenceRetrieval:
     """Sentence embeddings of `task`'s `RetrievalSettings` (pooling, layer, max length) of `language`'s
     `sentences` (their language ids for a model with named languages)."""
     rs = self.run.settings.retrieval(task)
-    examples = task_kinds.with_language_id([{"text": s} for s in sentences], language, self.run.config,
+    examples = language_ids.with_language_id([{"text": s} for s in sentences], language, self.run.config,
                                            f"{task} {language}")
     feats = [encode_pair(self.run.vocab, [ex["text"]], rs.seq_len) for ex in examples]
-    task_kinds.add_language_ids(feats, range(len(feats)), examples)
+    language_ids.add_language_ids(feats, range(len(feats)), examples)
     return sentence_embeddings(self.run.config, self.encoder_params, feats, self.layer(task), rs.batch_size,
                                rs.pool)
 
@@ -129,7 +129,7 @@ def sentence_embeddings(config: TransformerConfig, params: Any, features: list[d
                         batch_size: int, pool: str = "mean") -> np.ndarray:
   """`pool` (`retrieval.pool_states`: 'cls' | 'mean') of the hidden states after `layer` (0 = embedding output)."""
   errors.require(0 <= layer <= config.num_layers, f"retrieval layer {layer}; expected 0..{config.num_layers}")
-  keys = task_kinds.fed_keys(("input_ids", "input_mask", "token_type_ids"), features)
+  keys = language_ids.fed_keys(("input_ids", "input_mask", "token_type_ids"), features)
   starts = range(0, len(features), batch_size)
   chunks = []
   for start in bookkeeping.progress(starts, "embed", unit="batch", leave=False, min_items=50):

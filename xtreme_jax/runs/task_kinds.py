@@ -36,6 +36,7 @@ from xtreme_jax.models.veco_assembly import Seq2SeqAssembly, seq2seq_backbone
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.networks.seq2seq import Seq2SeqConfig
 from xtreme_jax.registry import TaskSpec
+from xtreme_jax.runs.language_ids import add_language_ids
 from xtreme_jax.registry.xtreme import UPOS_TAGS
 from xtreme_jax.training import validation as v
 
@@ -96,36 +97,6 @@ class FeatureBasedSettings:
 Predict = Callable[[tuple], Any]
 
 
-# A window's language id, for a model with named languages (`TransformerConfig.languages`): the index of its
-# example's language (`with_language_id`), one per window, fed to the model with the kind's own keys.
-LANGUAGE_IDS = "language_ids"
-
-
-def with_language_id(examples: Sequence[dict], language: str, config: Optional[TransformerConfig],
-                     where: str) -> list:
-  """`examples` of `language`, each with its `language_id` for a model with named languages (as they are
-  otherwise, or without a model); a language the model does not name is refused, naming `where` it came from."""
-  if config is None or not config.languages:
-    return examples
-  errors.require(language in config.languages, f"{where}: language {language!r} has no language id in the model "
-                 f"(TransformerConfig.languages: {list(config.languages)})")
-  index = config.languages.index(language)
-  return [{**ex, "language_id": index} for ex in examples]
-
-
-def add_language_ids(features: Sequence[dict], owners: Sequence[int], examples: Sequence[dict]) -> None:
-  """Each window (`features[k]`, of example `owners[k]`) of an example with a `language_id` carries it as
-  `LANGUAGE_IDS` (in place)."""
-  if examples and "language_id" in examples[0]:
-    for f, owner in zip(features, owners):
-      f[LANGUAGE_IDS] = np.asarray(examples[owner]["language_id"], np.int32)
-
-
-def fed_keys(keys: tuple, features: Sequence[dict]) -> tuple:
-  """The model keys of `features`: `keys`, led by `LANGUAGE_IDS` where the windows carry them."""
-  return (LANGUAGE_IDS,) + tuple(keys) if features and LANGUAGE_IDS in features[0] else tuple(keys)
-
-
 class Featurised(NamedTuple):
   """Examples and the model windows made of them (`Kind.featurise`): window k belongs to example `owners[k]`."""
 
@@ -158,7 +129,7 @@ class Kind:
 
   def featurise(self, spec: TaskSpec, examples: Sequence[dict], vocab, settings, training: bool) -> Featurised:
     """`examples` with their windows (`features`); a window of an example with a `language_id`
-    (`with_language_id`) carries it as `LANGUAGE_IDS`."""
+    (`language_ids.with_language_id`) carries it."""
     features, owners = self.features(spec, examples, vocab, settings, training)
     add_language_ids(features, owners, examples)
     return Featurised(list(examples), features, owners)

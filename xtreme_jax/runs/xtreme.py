@@ -19,7 +19,7 @@ from xtreme_jax.data import paths
 from xtreme_jax.data.vocab.vocabularies import load_vocabulary
 from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.registry import BENCHMARKS, MBERT, XGLUE, XTREME, BenchmarkSpec
-from xtreme_jax.runs import benchmarks, bookkeeping, fine_tuning, scoring, task_kinds
+from xtreme_jax.runs import benchmarks, bookkeeping, fine_tuning, language_ids, scoring, task_kinds
 from xtreme_jax.runs.model_store import ModelStore
 from xtreme_jax.runs.predictions import Predictions
 from xtreme_jax.runs.recipes import SETTINGS
@@ -103,7 +103,7 @@ class XtremeRunner:
     records = self.data.read(task, language, split)
     if not self.spec(task).fine_tuned:  # retrieval's sentences, given their languages by `SentenceRetrieval.embed`
       return records
-    return task_kinds.with_language_id(records, language, self.config, f"{task} {language} {split}")
+    return language_ids.with_language_id(records, language, self.config, f"{task} {language} {split}")
 
   def available(self, task: str, language: str, split: str) -> bool:
     """Whether `read(task, language, split)` has data to read."""
