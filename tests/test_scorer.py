@@ -156,6 +156,11 @@ def test_a_bad_command_line_is_one_line(submission, capsys):
   assert cli.main(["score", "--predictions", preds, "--labels", labels, "--bogus"]) == 2
   assert capsys.readouterr().err.splitlines() == [
       "error: xtreme-jax score: unrecognized arguments: --bogus (see xtreme-jax score --help)"]
+  for benchmark in ("xtreme", "mbert"):  # --split is XGLUE's: the others' labels are test labels
+    assert cli.main(["score", "--benchmark", benchmark, "--predictions", preds, "--labels", labels,
+                     "--split", "dev"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --split dev: --benchmark {benchmark} scores its test split only (its labels are test labels)"]
 
 
 def test_valid_values_are_the_readers_label_and_tag_sets():

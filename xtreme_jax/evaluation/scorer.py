@@ -439,6 +439,7 @@ class Benchmark:
   labels: str  # what --labels names
   absent: str  # why a task is not scored
   report: Optional[Callable[[dict, str], dict]] = None  # --report: writes report.md and plots
+  splits: tuple = ("test",)  # the splits --split may name
 
 
 BENCHMARKS = {
@@ -452,7 +453,8 @@ BENCHMARKS = {
         table=lambda results: _module("xglue_scorer").format_table(results),
         scored=lambda results: bool(results["tasks"]), predictions="<dir>/<TASK>/<lg>.prediction",
         labels="the xglue_full_dataset folder (official layout and 0-1 scale)", absent="no predictions folder",
-        report=lambda results, folder: _module("report").write_xglue_report(results, folder)),
+        report=lambda results, folder: _module("report").write_xglue_report(results, folder),
+        splits=("dev", "test")),
     "mbert": Benchmark(
         score=lambda args, tasks: _module("mbert_scorer").score_folders(args.predictions, args.labels, tasks),
         table=lambda results: _module("mbert_scorer").format_table(results), scored=_languages_scored,
@@ -488,6 +490,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   benchmark = BENCHMARKS[args.benchmark]
   if args.report and benchmark.report is None:
     raise errors.ConfigError("--report is for --benchmark xglue (the XTREME run mode writes its own report)")
+  errors.require(args.split in benchmark.splits, f"--split {args.split}: --benchmark {args.benchmark} scores "
+                 f"its {' and '.join(benchmark.splits)} split only (its labels are test labels)")
   tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
   out = args.out or default_out(args.predictions)
   results = benchmark.score(args, tasks)
