@@ -257,3 +257,52 @@ def test_a_benchmark_run_refuses_unnamed_language_embeddings(tmp_path, capsys):
   assert capsys.readouterr().err.startswith("error: the model has language embeddings (num_languages=2) but "
                                             "TransformerConfig.languages does not name them")
   assert not (tmp_path / "run_config.json").exists()
+
+
+def test_the_runner_gives_every_fine_tuned_read_its_language_s_id(tmp_path):
+  """SQuAD (XQuAD's and MLQA's training data, an extra task) too; a translated test set is in English."""
+  from types import SimpleNamespace
+
+  from xtreme_jax.data import paths
+  from xtreme_jax.runs import xtreme
+  from xtreme_jax.training.partitioning import PartitionConfig
+  named = BASE.replace(vocab_size=1024, num_languages=3, languages=("de", "en", "fr"))
+  runner = xtreme.XtremeRunner(str(tmp_path), paths.sample_xtreme_dir(), named, paths.sample_vocab(), None,
+                               xtreme.FinetuneSettings(), PartitionConfig())
+  assert {ex["language_id"] for ex in runner.read("squad", "en", "train")} == {1}
+  runner.data = SimpleNamespace(read=lambda task, lg, split: [{"id": "0"}])
+  assert runner.read("xnli", "de", "translate_test") == [{"id": "0", "language_id": 1}]
+  assert runner.read("xnli", "fr", "test") == [{"id": "0", "language_id": 2}]
+  assert runner.read("tatoeba", "de", "test") == [{"id": "0"}]  # retrieval: each side gets its id when embedded
+
+
+def test_retrieval_embeds_each_side_in_its_own_language(monkeypatch):
+  from types import SimpleNamespace
+
+  from xtreme_jax.registry import XTREME
+  from xtreme_jax.runs import sentence_retrieval
+  tatoeba = {"source": ["ein", "zwei"], "target": ["one", "two"]}
+  bucc = {"source": [("de-1", "ein"), ("de-2", "zwei")], "target": [("en-1", "one"), ("en-2", "two")]}
+  run = SimpleNamespace(spec=XTREME.task, available=lambda *a: False,
+                        read=lambda task, lg, split: tatoeba if task == "tatoeba" else bucc,
+                        predictions=SimpleNamespace(write=lambda *a: "written"))
+  retrieval = sentence_retrieval.SentenceRetrieval(run)
+  seen = []
+  retrieval.embed = lambda sentences, task, language: seen.append((task, language)) or np.eye(len(sentences))
+  monkeypatch.setattr(sentence_retrieval.retrieval, "mine_bucc", lambda *a, **k: [])
+  retrieval.run_language("tatoeba", "de")
+  retrieval.run_language("bucc2018", "de")
+  assert seen == [("tatoeba", "de"), ("tatoeba", "en"), ("bucc2018", "de"), ("bucc2018", "en")]
+
+
+def test_a_checkpoint_s_languages_must_be_the_model_s(tmp_path):
+  from xtreme_jax.runs.language_id import language_id_probe
+  from xtreme_jax.runs.train import pretrained_loader
+  (tmp_path / "config.json").write_text(CFG.replace(languages=("de", "en", "fr")).to_json())  # read alone
+  with pytest.raises(ValueError, match=r"num_languages=3 but the model preset has 0"):
+    pretrained_loader(str(tmp_path), BASE)  # its language embeddings were dropped without a word
+  with pytest.raises(ValueError, match=r"languages=\('de', 'en', 'fr'\) but the model preset has \('en', 'de', 'fr'\)"):
+    pretrained_loader(str(tmp_path), CFG.replace(languages=("en", "de", "fr")))  # every id another language's
+  assert pretrained_loader(str(tmp_path), CFG.replace(languages=("de", "en", "fr"))) is not None
+  with pytest.raises(ValueError, match="the language-ID probe reads a plain encoder"):
+    language_id_probe(str(tmp_path / "probe"), CFG, "unused", str(tmp_path / "nowhere"))

@@ -147,6 +147,9 @@ def export_encoder(run_dir: str, out_dir: str, language_id: int | str | None = N
     if not config.num_languages:
       raise errors.ConfigError(f"{run_dir} has no language embeddings to keep (LANGUAGE_ID 'all')")
     index = hf.read_json(os.path.join(run_dir, "languages.json"), "the run's language ids")
+    errors.require(sorted(index.values()) == list(range(config.num_languages)), f"{run_dir}/languages.json names "
+                   f"{len(index)} languages but the model has num_languages={config.num_languages}: the ids without a "
+                   "language cannot be kept; fold one language in (LANGUAGE_ID) instead")
     config = config.replace(languages=tuple(sorted(index, key=index.get)))
     encoder = nlu_encoder(params, config, keep_languages=True)
   else:

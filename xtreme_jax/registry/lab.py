@@ -2,8 +2,9 @@
 
 The lab's languages are the run's own (a base language and the languages derived from it, named in its
 configuration), so `LAB` declares no languages; `lab_benchmark(languages)` is `LAB` with them, for every split
-(each language has training data: its exact translation of the base's, which the in-language setting trains on
-as translate-train). The data object (`data/readers/lab_data.py`) reads the generated files:
+of the fine-tuned tasks (each language has training data: its exact translation of the base's, which the
+in-language setting trains on as translate-train) and the test split of retrieval (every language but the base,
+which each is matched against). The data object (`data/readers/lab_data.py`) reads the generated files:
 
 | task | kind | files under the lab's data folder |
 |---|---|---|
@@ -46,7 +47,7 @@ def lab_benchmark(languages: tuple) -> BenchmarkSpec:
   """`LAB` with `languages` (the base first) in every split of every task (retrieval: the test split of the
   languages other than the base, which each is matched against)."""
   def with_languages(spec: TaskSpec) -> TaskSpec:
-    if not spec.fine_tuned:
+    if spec.retrieval:
       return dataclasses.replace(spec, languages={"test": tuple(lg for lg in languages if lg != spec.pivot)})
     return dataclasses.replace(spec, languages={split: tuple(languages) for split in SPLITS})
   return dataclasses.replace(LAB, tasks=tuple(with_languages(t) for t in LAB.tasks))

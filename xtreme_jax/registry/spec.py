@@ -15,6 +15,9 @@ from typing import Mapping, Optional
 from xtreme_jax import errors
 
 
+RETRIEVAL_KINDS = ("similarity_search", "bitext_mining")  # XTREME's Tatoeba and BUCC, the lab's retrieval
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
   """One task of a benchmark.
@@ -91,6 +94,11 @@ class TaskSpec:
   @property
   def fine_tuned(self) -> bool:
     return self.model is not None
+
+  @property
+  def retrieval(self) -> bool:
+    """A retrieval task (similarity search, bitext mining): sentences embedded as they are, not fine-tuned."""
+    return self.kind in RETRIEVAL_KINDS
 
 
 @dataclasses.dataclass(frozen=True)

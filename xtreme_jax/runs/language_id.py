@@ -284,6 +284,9 @@ def language_id_probe(run_dir: str, model_config: TransformerConfig, vocabulary:
   """The probe end to end (module docstring); returns {"accuracy": [test, per layer], "dev_accuracy", "epochs",
   "languages", "train", "dev", "test", ...}. `batch_size`: of the encoder's feature pass; the probe's is
   `probe.batch_size`."""
+  errors.require(not model_config.num_languages, f"the language-ID probe reads a plain encoder, but the model has "
+                 f"language embeddings (num_languages={model_config.num_languages}), which would tell it the "
+                 "language; fold one language in (xtreme-jax export-encoder RUN_DIR OUT LANGUAGE_ID)")
   train_texts, train_labels = read_wili(data_dir, "train", languages, per_language)
   test_texts, test_labels = read_wili(data_dir, "test", languages, per_language)
   missing = sorted(set(languages or ()) - set(train_labels) | set(languages or ()) - set(test_labels))

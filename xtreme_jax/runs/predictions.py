@@ -52,7 +52,7 @@ class Predictions:
   def made_by(self, task: str, language: str, split: str) -> Optional[str]:
     """Digest of everything that makes the prediction of (task, language, split): the finished model
     (None while it is not) or the retrieval encoder and settings, and the input files' stamps."""
-    if not self.run.spec(task).fine_tuned:
+    if self.run.spec(task).retrieval:
       maker = self.run.retrieval.maker(task)
     else:
       name, sources, limit = self.run.training_set(task, language)

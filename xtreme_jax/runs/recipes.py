@@ -18,7 +18,7 @@ from xtreme_jax.training.stopping import PlateauSchedule
 
 def retrieval_tasks(benchmark: BenchmarkSpec) -> tuple:
   """The benchmark's tasks that are not fine-tuned (XTREME's BUCC and Tatoeba: `RetrievalSettings` keys)."""
-  return tuple(t.name for t in benchmark.tasks if not t.fine_tuned)
+  return tuple(t.name for t in benchmark.tasks if t.retrieval)
 
 
 def finetuned_models(benchmark: BenchmarkSpec) -> tuple:

@@ -100,7 +100,7 @@ def check_run(runner: XtremeRunner, tasks: Sequence[str], languages: Optional[Ma
   pretrained_loader(runner.init_checkpoint, config)  # INIT_CHECKPOINT exists and fits the model (its config.json)
   _check_language_ids(runner)
   for task in tasks:
-    if not runner.spec(task).fine_tuned:
+    if runner.spec(task).retrieval:
       layer, seq_len = runner.retrieval.layer(task), runner.settings.retrieval(task).seq_len
       errors.require(0 <= layer <= config.num_layers, f"{task}: RetrievalSettings.layer={layer}; the model's hidden "
                      f"layers are 0 (embeddings) .. {config.num_layers}")

@@ -1,5 +1,7 @@
-"""BUCC and Tatoeba in a benchmark run: sentence embeddings of the pretrained encoder (no fine-tuning), mined
-(BUCC, threshold tuned on dev) or searched (Tatoeba), written as the submission's prediction files."""
+"""The retrieval tasks of a benchmark run (`TaskSpec.retrieval`: XTREME's BUCC and Tatoeba, the lab's
+retrieval): sentence embeddings of the pretrained encoder (no fine-tuning), each language's against the task's
+pivot language's, mined (bitext mining: BUCC, threshold tuned on dev) or searched (similarity search), written
+as the submission's prediction files."""
 
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ class SentenceRetrieval:
     """Searches (similarity search: Tatoeba, the lab's retrieval) or mines (BUCC) `language`'s sentences
     against their translations in the task's pivot language; the prediction file's path."""
     spec = self.run.spec(task)
+    errors.require(spec.retrieval, f"{task} is not a retrieval task (kind {spec.kind!r})")
     if spec.kind == "similarity_search":
       data = self.run.read(task, language, "test")
       src, tgt = self.embed(data["source"], task, language), self.embed(data["target"], task, spec.pivot)
@@ -115,7 +118,7 @@ class SentenceRetrieval:
   def summary(self, tasks: Iterable[str]) -> dict:
     """{task: {"layer", "pooling", "max_len"}} of the retrieval tasks among `tasks` (the keys the report reads)."""
     return {t: {"layer": self.layer(t), "pooling": self.run.settings.retrieval(t).pool,
-                "max_len": self.run.settings.retrieval(t).seq_len} for t in tasks if not self.run.spec(t).fine_tuned}
+                "max_len": self.run.settings.retrieval(t).seq_len} for t in tasks if self.run.spec(t).retrieval}
 
 
 @functools.partial(jax.jit, static_argnames=("config", "layer", "pool"))

@@ -87,7 +87,8 @@ def pretrained_loader(init_checkpoint: Optional[str], config: TransformerConfig,
   if not init_checkpoint:
     return None
   pre_config = hf.imported_config(init_checkpoint)
-  for field in ("vocab_size", "hidden_size", "num_layers", "num_heads", "mlp_dim"):
+  for field in ("vocab_size", "hidden_size", "num_layers", "num_heads", "mlp_dim", "num_languages", "languages",
+                "language_positions"):
     if getattr(pre_config, field) != getattr(config, field):
       raise errors.ConfigError(f"{init_checkpoint}: {field}={getattr(pre_config, field)} but the model preset has "
                                f"{getattr(config, field)}; use the preset that matches the checkpoint")

@@ -59,7 +59,7 @@ RUN_ENTRIES = frozenset(
 
 class XtremeRunner:
   """One benchmark run's context: its data, settings and task kinds, and the three parts that do the work
-  (`store`: the fine-tuned models, `predictions`: the prediction files, `retrieval`: BUCC and Tatoeba).
+  (`store`: the fine-tuned models, `predictions`: the prediction files, `retrieval`: the retrieval tasks).
 
   `benchmark`: "xtreme" or "xglue" (`registry.BENCHMARKS`); every task fact
   (languages, kind, labels, model, submission file) comes from its specs.
@@ -94,16 +94,18 @@ class XtremeRunner:
   def read(self, task: str, language: str, split: str):
     """Every read of benchmark data goes through here: an official split, or a translation kind. In the FILTER
     settings a fine-tuned task's examples are pairs (`filter_pairs`): `filter_train` the training pairs of
-    one language, dev and test the inference pairs."""
+    one language, dev and test the inference pairs. For a model with named languages, each example carries its
+    language's id (`language_ids.with_language_id`; a translated test set: the training language's)."""
     if self.filtering and split == "filter_train":
       return filter_pairs().training_pairs(task, self.data, [language], self.translations_dir)
-    if self.filtering and split in ("dev", "test") and self.spec(task).fine_tuned:
+    if self.filtering and split in ("dev", "test") and not self.spec(task).retrieval:
       return filter_pairs().inference_pairs(task, self.data, language, split, self.recipe(task).filter.english,
                                             self.translations_dir)
-    records = self.data.read(task, language, split)
-    if not self.spec(task).fine_tuned:  # retrieval's sentences, given their languages by `SentenceRetrieval.embed`
+    records, spec = self.data.read(task, language, split), self.spec(task)
+    if spec.retrieval:  # sentences of two languages, given their ids by `SentenceRetrieval.embed`
       return records
-    return language_ids.with_language_id(records, language, self.config, f"{task} {language} {split}")
+    written_in = spec.train[1] if split == "translate_test" else language  # translated into the training language
+    return language_ids.with_language_id(records, written_in, self.config, f"{task} {language} {split}")
 
   def available(self, task: str, language: str, split: str) -> bool:
     """Whether `read(task, language, split)` has data to read."""
@@ -174,13 +176,16 @@ class XtremeRunner:
     if split == "translate_test":
       self.data.check_translate_test(task)
     needed = [(task, language, split)]
-    if self.spec(task).fine_tuned:
+    if not self.spec(task).retrieval:
       needed += list(self.training_set(task, language)[1])
+    else:  # both sides' languages have ids in a model with named languages
+      for lg in (language, self.spec(task).pivot):
+        language_ids.with_language_id([], lg, self.config, f"{task} {language}")
     for src in needed:
       if not self.available(*src):
         raise errors.MissingInputError(f"{src[0]} {src[2]} data for {src[1]} not found: expected "
                                        f"{self.data.location(*src)}")
-    selection = self.store.selection(task) if self.spec(task).fine_tuned else None
+    selection = None if self.spec(task).retrieval else self.store.selection(task)
     for src in dict.fromkeys(needed + list(selection["dev"] if selection else ())):
       if src not in checked:
         self.read(*src)  # a malformed file (or a translation not aligned with its original) stops the run here
@@ -308,7 +313,7 @@ def run_benchmark(runner: XtremeRunner, plan: Mapping[str, list[str]], labels_di
   """Fine-tune, predict and retrieve `plan` ({task: [languages]}, from `check_run`), then score and report."""
   pseudo_plan = {t: runner.predictions.pseudo_languages(t) for t in plan} if pseudo_test else {}
   for task, langs in plan.items():
-    if not runner.spec(task).fine_tuned:
+    if runner.spec(task).retrieval:
       runner.retrieval.run_task(task, langs)
     else:
       runner.predictions.predict_task(task, langs)
