@@ -108,7 +108,9 @@ def mlm_source():
 # -- tiers -------------------------------------------------------------------
 # Every test is in one tier, selected with `-m`: `unit` (no compiled model, seconds), `integration` (models,
 # trainers, pipelines, subprocesses) or `e2e` (a whole experiment run). A file declares its tier as
-# `TIER = "unit" | "integration"`; a test marked `@pytest.mark.e2e` is e2e whatever its file says.
+# `TIER = "unit" | "integration"`; a test marked `@pytest.mark.e2e` is e2e whatever its file says. A test marked
+# `@pytest.mark.samples` (tests/test_sample_runs.py: every bundled sample run in full, about 10 minutes) is in no
+# tier and left out of the default run (`addopts`): `-m samples` runs it.
 TIERS = ("unit", "integration", "e2e")
 
 
@@ -124,7 +126,7 @@ with open(os.path.join(os.path.dirname(__file__), "file_costs.json")) as _f:
 def pytest_collection_modifyitems(config, items):
   items.sort(key=lambda item: -FILE_COSTS.get(os.path.basename(str(item.fspath)), 1))  # stable: file order kept
   for item in items:
-    if item.get_closest_marker("e2e") is not None:
+    if item.get_closest_marker("e2e") is not None or item.get_closest_marker("samples") is not None:
       continue
     tier = getattr(item.module, "TIER", None)
     if tier not in TIERS[:2]:

@@ -2,11 +2,14 @@
 
 import glob
 import os
+import re
 
 import gin
 import pytest
 
 from xtreme_jax import errors, main
+
+import sample_runs
 
 TIER = "unit"  # conftest.py: this file's tier
 
@@ -141,3 +144,11 @@ def test_one_grid_point_sets_learning_rate_batch_and_epochs(experiment, tasks):
 def test_a_missing_required_macro_fails_while_parsing():
   with pytest.raises(errors.ConfigError, match="macro DATA_DIR is required and not set"):
     main.parse_gin(["experiments/xtreme_mbert.gin"], ["RUN_DIR='r'"])
+
+
+def test_the_readmes_sample_runs_are_the_samples_checked_to_learn():
+  """The README's sample-run table lists exactly the runs tests/test_sample_runs.py runs (`-m samples`)."""
+  readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8").read()
+  table = readme.split("## Sample runs", 1)[1].split("\n## ", 1)[0]
+  listed = re.findall(r"^\| `xtreme-jax run --gin_file=experiments/([\w.]+)` \|", table, re.M)
+  assert sorted(listed) == sorted(sample_runs.SAMPLES)

@@ -78,6 +78,11 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
   gin.clear_config(clear_constants=True)
   try:
     main.parse_gin(["experiments/mbert_paper_feature_based_quickstart.gin"], [f"RUN_DIR='{tmp_path}'"])
+    assert gin.get_configurable(xtreme.FinetuneSettings)().recipe("ner").plateau is None  # the sample's dev sets
+    gin.clear_config(clear_constants=True)
+    main.parse_gin(["runs/mbert_feature_based.gin", "models/tiny.gin"],  # the recipe on the sample
+                   [f"RUN_DIR='{tmp_path}'", "DATA_DIR=@paths.sample_mbert_dir()", "VOCAB=@paths.sample_vocab()",
+                    "LABELS_DIR=@paths.sample_mbert_dir()"])
     settings = gin.get_configurable(xtreme.FinetuneSettings)()
   finally:
     gin.clear_config(clear_constants=True)
@@ -96,10 +101,10 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
   assert len(seen) == 2
   for config, optimizer, _ in seen:
     assert config.plateau == PlateauSchedule(0.5, 1, 1e-5) and config.select_metric
-    assert config.eval_every == 1  # an epoch: the sample's 4 English examples fill less than a batch of 8
+    assert config.eval_every == 1  # an epoch: the sample's 4 English examples fill less than a batch of 32
     assert (optimizer.learning_rate, optimizer.schedule, optimizer.freeze) == (1e-3, "constant", "(^|/)backbone/")
     assert optimizer.max_grad_norm is None  # no clipping: the paper's and the authors' recipe (runs/mbert.gin)
-  assert (seen[0][2].hidden, seen[1][2].lstm_hidden) == (256, 256)  # the quickstart's BiLSTM (Gin)
+  assert (seen[0][2].hidden, seen[1][2].lstm_hidden) == (768, 768)  # the paper's BiLSTM (Gin)
 
 
 @pytest.mark.parametrize("gin_file,hidden", [("experiments/mbert_paper_mbert.gin", None),

@@ -17,8 +17,9 @@
    classifier per layer on the rest as the paper trains its feature-based
    models (`ProbeSettings`: Adam, batch 32, learning rate 1e-3 halved after
    an epoch without a new best dev accuracy, stopping below 1e-5; the best
-   dev epoch's parameters kept), then reports its test accuracy:
-   `<run_dir>/language_id.json`, `language_id.md` and the plot
+   dev epoch's parameters kept), then reports its test accuracy (and the
+   selected probe's accuracy on its training paragraphs, which shows that it
+   fit them): `<run_dir>/language_id.json`, `language_id.md` and the plot
    `language_id.png` (accuracy against layer).
 
 Bad input: label and text files of different lengths name both files; a
@@ -254,13 +255,14 @@ def fit_probe(x: np.ndarray, labels: Sequence[str], dev_x: np.ndarray, dev_label
 def probe_accuracies(train: np.ndarray, train_labels: Sequence[str], dev: np.ndarray, dev_labels: Sequence[str],
                      test: np.ndarray, test_labels: Sequence[str],
                      settings: ProbeSettings = ProbeSettings()) -> dict[str, list]:
-  """{"test", "dev": accuracy (%) per layer, "epochs": run per layer} of a probe trained per layer of `train`
-  (layers, n, hidden) over the training labels (`fit_probe`)."""
+  """{"test", "dev", "train": accuracy (%) per layer, "epochs": run per layer} of a probe trained per layer of
+  `train` (layers, n, hidden) over the training labels (`fit_probe`)."""
   classes = sorted(set(train_labels))
-  out: dict[str, list] = {"test": [], "dev": [], "epochs": []}
+  out: dict[str, list] = {"test": [], "dev": [], "train": [], "epochs": []}
   for layer in range(train.shape[0]):
     fit = fit_probe(train[layer], train_labels, dev[layer], dev_labels, classes, settings)
     out["test"].append(accuracy(fit.params, test[layer], test_labels, classes))
+    out["train"].append(accuracy(fit.params, train[layer], train_labels, classes))
     out["dev"].append(fit.dev_accuracy)
     out["epochs"].append(fit.epochs)
   return out
@@ -303,20 +305,22 @@ def language_id_probe(run_dir: str, model_config: TransformerConfig, vocabulary:
   train, dev, test = (layer_features(model_config, params, vocab, texts, seq_len, batch_size)
                       for texts in (train_texts, dev_texts, test_texts))
   scores = probe_accuracies(train, train_labels, dev, dev_labels, test, test_labels, probe)
-  result = {"accuracy": scores["test"], "dev_accuracy": scores["dev"], "epochs": scores["epochs"],
+  result = {"accuracy": scores["test"], "dev_accuracy": scores["dev"], "train_accuracy": scores["train"],
+            "epochs": scores["epochs"],
             "languages": sorted(set(train_labels)), "train": len(train_texts), "dev": len(dev_texts),
             "test": len(test_texts), "pooling": "mean of the layer's subword states",
             "probe": dataclasses.asdict(probe), "init_checkpoint": init_checkpoint}
   fs.makedirs(run_dir)
   atomic.write_json(os.path.join(run_dir, "language_id.json"), result)
-  rows = "".join(f"| {i} | {d:.1f} | {a:.1f} |\n"
-                 for i, (d, a) in enumerate(zip(result["dev_accuracy"], result["accuracy"])))
+  rows = "".join(f"| {i} | {t:.1f} | {d:.1f} | {a:.1f} |\n" for i, (t, d, a) in
+                 enumerate(zip(result["train_accuracy"], result["dev_accuracy"], result["accuracy"])))
   atomic.write_text(os.path.join(run_dir, "language_id.md"),
                     f"Language-ID probe: {len(result['languages'])} WiLI-2018 languages, {result['train']} train / "
-                    f"{result['dev']} dev / {result['test']} test paragraphs\n\n| layer | dev accuracy | accuracy |\n"
-                    f"|---:|---:|---:|\n{rows}")
+                    f"{result['dev']} dev / {result['test']} test paragraphs\n\n| layer | training accuracy | "
+                    f"dev accuracy | accuracy |\n|---:|---:|---:|---:|\n{rows}")
   _plot(result["accuracy"], os.path.join(run_dir, "language_id.png"))
-  print(f"language-ID accuracy per layer: {' '.join(f'{a:.1f}' for a in result['accuracy'])}")
+  print(f"language-ID accuracy per layer: {' '.join(f'{a:.1f}' for a in result['accuracy'])} (training "
+        f"paragraphs: {' '.join(f'{a:.1f}' for a in result['train_accuracy'])})")
   return result
 
 
