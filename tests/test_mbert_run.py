@@ -78,11 +78,12 @@ def test_feature_based_models_train_under_the_recipes_plateau_schedule(tmp_path,
   gin.clear_config(clear_constants=True)
   try:
     main.parse_gin(["experiments/mbert_paper_feature_based_quickstart.gin"], [f"RUN_DIR='{tmp_path}'"])
-    assert gin.get_configurable(xtreme.FinetuneSettings)().recipe("ner").plateau is None  # the sample's dev sets
+    quickstart = gin.get_configurable(xtreme.FinetuneSettings)().recipe("ner")
+    assert quickstart.plateau is None and quickstart.feature_based.lstm_hidden == 256  # the sample's dev sets; CPU
     gin.clear_config(clear_constants=True)
     main.parse_gin(["runs/mbert_feature_based.gin", "models/tiny.gin"],  # the recipe on the sample
-                   [f"RUN_DIR='{tmp_path}'", "DATA_DIR=@paths.sample_mbert_dir()", "VOCAB=@paths.sample_vocab()",
-                    "LABELS_DIR=@paths.sample_mbert_dir()"])
+                   [f"RUN_DIR='{tmp_path}'", f"DATA_DIR='{paths.sample_mbert_dir()}'",
+                    f"VOCAB='{paths.sample_vocab()}'", f"LABELS_DIR='{paths.sample_mbert_dir()}'"])
     settings = gin.get_configurable(xtreme.FinetuneSettings)()
   finally:
     gin.clear_config(clear_constants=True)

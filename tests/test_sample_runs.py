@@ -1,9 +1,9 @@
 """Every bundled sample run, run as bundled, learns (`sample_runs.SAMPLES`: what each checks).
 
-Tier `samples`, left out of the default run (about 10 minutes on 2 cores): `python -m pytest -m samples
---dist load` (`--dist load` spreads the runs over both workers; the costliest first). The default run checks
-the same on the XTREME quickstart, the WMT, mBERT paper and language-ID samples as bundled (their own tests), on
-shortened runs of the others, and on a miniature lab."""
+Marker `samples`, in no tier and left out of the default run (about 14 minutes on 2 cores): `python -m pytest
+-m samples --dist load` (`--dist load` spreads the runs over both workers, the lab's, the longest, first). The
+default run checks the same on the XTREME quickstart and the WMT and language-ID samples as bundled (their own
+tests), on shortened runs of the others, and on a miniature lab."""
 
 import pytest
 

@@ -27,6 +27,17 @@ DESCRIBE = "gcloud compute tpus tpu-vm describe my-tpu --zone us-east1-d --proje
 ENTER = ("cd ~/xtreme-jax && . ~/venv/bin/activate && mkdir -p ~/xtreme-jax-logs/20250102-030405 && "
          "{ ! pgrep -f '\\''bin/[x]treme-jax run'\\'' > /dev/null || { echo \"error: an xtreme-jax run already uses"
          " this TPU VM (pgrep -af xtreme-jax lists it)\" >&2; exit 3; }; } && ")
+# Worker commands are evaluated here, on a machine that may be running a real xtreme-jax run: there their busy
+# check (common.sh BUSY) and their stop look for this session's stand-in name instead, so that such a run neither
+# makes a simulated worker busy nor is stopped by one.
+HERE = f"xtreme-jax-test-{os.getpid()}"
+
+
+def _here(command: str) -> str:
+  """A worker's `command` as evaluated here: its busy pattern renamed to match only `HERE`'s processes."""
+  return command.replace("bin/[x]treme-jax run", f"bin/[x]{HERE[1:]} run")
+
+
 # A worker's log folder copied to gs:// beside the run (common.sh uploading), around the commands.
 UPLOAD = ("up() {{ gcloud storage rsync --recursive ~/xtreme-jax-logs/20250102-030405"
           " {}/tpu_logs/20250102-030405/worker\"${{JAX_PROCESS_ID:-0}}\" > /dev/null 2>&1; }};"
@@ -91,7 +102,7 @@ def _on_worker(tmp_path, command: str, name: str = "worker") -> pathlib.Path:
   _write_exe(home / "stub" / "xtreme-jax", '#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n'
              'case "$*" in *fail*) exit 3 ;; esac\n'
              '[ -z "${JAX_PROCESS_ID-}" ] || echo "process $JAX_PROCESS_ID of $JAX_NUM_PROCESSES @ $JAX_COORDINATOR_ADDRESS"\n')
-  subprocess.run(["bash", "-c", command + "\nwait"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
+  subprocess.run(["bash", "-c", _here(command) + "\nwait"], env={"PATH": os.environ["PATH"], "HOME": str(home)},
                  check=True, timeout=30)
   return home
 
@@ -196,7 +207,7 @@ def test_setup_installs_the_commit_in_a_python_3_11_venv_pins_jax_tpu_and_checks
              f'if [ "$1" = venv ]; then mkdir -p ~/venv/bin; cp {stub}/python ~/venv/bin/python;'
              ' echo "PATH=~/venv/bin:\\$PATH" > ~/venv/bin/activate; fi\n')
   _write_exe(stub / "python", python)
-  run = lambda: subprocess.run(["bash", "-c", _remote_command(line)], env={  # noqa: E731
+  run = lambda: subprocess.run(["bash", "-c", _here(_remote_command(line))], env={  # noqa: E731
       "PATH": f"{stub}{os.pathsep}/usr/bin:/bin", "HOME": str(home)}, capture_output=True, text=True, timeout=30)
   first = run()
   assert first.returncode == 0, first.stderr
@@ -278,13 +289,14 @@ def test_a_second_launch_on_a_busy_worker_is_refused_in_one_line(sh, tmp_path):
   """While an xtreme-jax run (its Python process: `.../bin/xtreme-jax run ...`) uses the worker, launching
   another fails on that worker with one line and starts nothing."""
   line, = _lines(sh("launch", "--dry-run", "--gin_file=a.gin", NUM_WORKERS="1"))
-  busy = subprocess.Popen(["bash", "-c", 'exec -a "/home/u/venv/bin/xtreme-jax run --gin_file=old.gin" sleep 30'])
+  busy = subprocess.Popen(["bash", "-c", f'exec -a "/home/u/venv/bin/{HERE} run --gin_file=old.gin" sleep 30'])
   try:
     home = tmp_path / "busy"
     (home / "xtreme-jax").mkdir(parents=True)
     (home / "venv" / "bin").mkdir(parents=True)
     (home / "venv" / "bin" / "activate").write_text("")
-    proc = subprocess.run(["bash", "-c", _remote_command(line)], env={"PATH": os.environ["PATH"], "HOME": str(home)},
+    proc = subprocess.run(["bash", "-c", _here(_remote_command(line))], env={"PATH": os.environ["PATH"],
+                                                                             "HOME": str(home)},
                           capture_output=True, text=True, timeout=30)
   finally:
     busy.kill()
@@ -375,6 +387,7 @@ case $* in
       fail=$(pop "$FAILS")
       [ "$fail" = ok ] || exit "$fail"
       home=$WORKERS/w$worker
+      command=${command//"bin/[x]treme-jax run"/"$BUSY_HERE"}  # tests/test_tpu_scripts.py _here
       HOME=$home PATH="$home/stub:$PATH" bash -c "$command"$'\nwait' ;; esac ;;
   storage\ rsync*)
     failing=$(cat "$BUCKET/.failing_uploads" 2> /dev/null || echo 0)
@@ -415,7 +428,8 @@ def pod(tmp_path):
     full = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path / "home"), "LC_ALL": "C",
             **ENV, "CALLS": str(calls), "STATES": str(tmp_path / "states"), "BUCKET": str(bucket),
             "WORKERS": str(tmp_path / "workers"), "FAILS": str(tmp_path / "fails"), "IP": str(tmp_path / "ip"),
-            "NUM_WORKERS": str(workers), "POLL_S": "0", "ACCELERATOR": "v4-8", "SPOT": "1", **env}
+            "NUM_WORKERS": str(workers), "POLL_S": "0", "ACCELERATOR": "v4-8", "SPOT": "1",
+            "BUSY_HERE": f"bin/[x]{HERE[1:]} run", **env}
     full = {k: v for k, v in full.items() if v is not None}  # None: unset
     return subprocess.run(["bash", str(SCRIPTS / "launch.sh"), "--restart", *args], cwd=tmp_path, env=full,
                           capture_output=True, text=True, timeout=60)
@@ -611,17 +625,15 @@ def test_restart_relaunches_a_run_whose_log_stops_changing_and_refuses_a_used_st
 
 def test_stopping_a_launch_waits_for_the_run_to_save_then_kills_it(pod, tmp_path):
   """The stop before a relaunch sends SIGTERM (the run saves a checkpoint and exits) and waits up to STOP_S for
-  the run to end; one that ignores it is killed. (Run here with the pattern renamed, so that it matches only the
-  stand-in processes started here.)"""
+  the run to end; one that ignores it is killed (run here with the pattern renamed: `_here`)."""
   proc = pod(*RUN, states="ACTIVE", codes="143 0", STOP_S="2")
   assert proc.returncode == 0, proc.stderr
   stop, = [c[-1] for c in pod.calls() if "pkill" in c[-1]]
   assert "[ $i -lt 2 ]" in stop
-  name = f"xtreme-jax-stop-test-{os.getpid()}"
-  stop = stop.replace("bin/[x]treme-jax run", f"bin/[x]{name[1:]} run")
+  stop = _here(stop)
   for ignores_term, seconds in ((False, 1), (True, 3)):
     run = subprocess.Popen(["bash", "-c", ('trap "" TERM; ' if ignores_term else "")
-                            + f'exec -a "/home/u/venv/bin/{name} run --gin_file=a.gin" sleep 30'])
+                            + f'exec -a "/home/u/venv/bin/{HERE} run --gin_file=a.gin" sleep 30'])
     try:
       time.sleep(0.2)
       start = time.time()

@@ -283,8 +283,8 @@ def language_id_probe(run_dir: str, model_config: TransformerConfig, vocabulary:
                       init_checkpoint: Optional[str] = None, languages: Optional[Sequence[str]] = MBERT_WILI_LABELS,
                       per_language: Optional[int] = None, seq_len: int = 128, batch_size: int = 64,
                       seed: int = 0, probe: ProbeSettings = ProbeSettings()) -> dict:
-  """The probe end to end (module docstring); returns {"accuracy": [test, per layer], "dev_accuracy", "epochs",
-  "languages", "train", "dev", "test", ...}. `batch_size`: of the encoder's feature pass; the probe's is
+  """The probe end to end (module docstring); returns {"accuracy": [test, per layer], "dev_accuracy",
+  "train_accuracy", "epochs", "languages", "train", "dev", "test", ...}. `batch_size`: of the encoder's feature pass; the probe's is
   `probe.batch_size`."""
   errors.require(not model_config.num_languages, f"the language-ID probe reads a plain encoder, but the model has "
                  f"language embeddings (num_languages={model_config.num_languages}), which would tell it the "
@@ -306,9 +306,8 @@ def language_id_probe(run_dir: str, model_config: TransformerConfig, vocabulary:
                       for texts in (train_texts, dev_texts, test_texts))
   scores = probe_accuracies(train, train_labels, dev, dev_labels, test, test_labels, probe)
   result = {"accuracy": scores["test"], "dev_accuracy": scores["dev"], "train_accuracy": scores["train"],
-            "epochs": scores["epochs"],
-            "languages": sorted(set(train_labels)), "train": len(train_texts), "dev": len(dev_texts),
-            "test": len(test_texts), "pooling": "mean of the layer's subword states",
+            "epochs": scores["epochs"], "languages": sorted(set(train_labels)), "train": len(train_texts),
+            "dev": len(dev_texts), "test": len(test_texts), "pooling": "mean of the layer's subword states",
             "probe": dataclasses.asdict(probe), "init_checkpoint": init_checkpoint}
   fs.makedirs(run_dir)
   atomic.write_json(os.path.join(run_dir, "language_id.json"), result)
