@@ -44,3 +44,10 @@ def test_a_missing_labels_folder_is_one_line_naming_what_was_expected(tmp_path, 
   with pytest.raises(error, match=f"LABELS_DIR {tmp_path / 'nope'} does not exist \\(expected {expected}"):
     PROTOCOLS[name].check_labels(runner, ["xnli"], str(tmp_path / "nope"))
   PROTOCOLS[name].check_labels(runner, ["xnli"], str(tmp_path))  # an existing folder passes
+
+
+def test_the_score_command_offers_every_benchmark_with_its_layouts():
+  from xtreme_jax import cli
+  assert f"[--benchmark {'|'.join(PROTOCOLS)}]" in cli.COMMANDS["score"].arguments
+  assert all(p.predictions_layout and p.labels_layout and p.absent for p in PROTOCOLS.values())
+  assert {n: p.splits for n, p in PROTOCOLS.items() if p.splits != ("test",)} == {"xglue": ("dev", "test")}

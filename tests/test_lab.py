@@ -153,6 +153,13 @@ def test_miniature_lab_runs_the_whole_stack(tmp_path):
   assert "(a) zero-shot" in report and (tmp_path / "lab" / "plots" / "pos_retrieval.png").is_file()
   config = json.loads((tmp_path / "pretrain" / "pretrained" / "encoder" / "config.json").read_text())
   assert config["languages"] == ["base", "shift", "shift_inv", "overlap50"] and config["language_positions"]
+  # `xtreme-jax score --benchmark lab` scores a fine-tuned model's submission as the run did.
+  out = tmp_path / "rescored.json"
+  assert cli.main(["score", "--benchmark", "lab", "--predictions", str(tmp_path / "pretrained" / "seed0" / "submission"),
+                   "--labels", str(tmp_path / "data"), "--out", str(out)]) == 0
+  rescored = json.loads(out.read_text())
+  assert {lg: m["accuracy"] for lg, m in rescored["tasks"]["pos"]["languages"].items()} == scores
+  assert rescored["missing_tasks"] == ["topic", "retrieval"]  # not fine-tuned here; retrieval: no model
 
 
 def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp_path):

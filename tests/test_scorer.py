@@ -81,7 +81,7 @@ def test_score_submission(submission):
 def test_main_prints_table_and_writes_json(submission, capsys):
   preds, labels = submission
   out = os.path.join(os.path.dirname(preds), "out", "scores.json")
-  assert scorer.main(["--predictions", preds, "--labels", labels, "--out", out]) == 0
+  assert cli.main(["score", "--predictions", preds, "--labels", labels, "--out", out]) == 0
   table = capsys.readouterr().out
   assert "udpos-acc" in table and "classification: 96.5" in table and f"wrote {out}" in table
   panx_row = next(line for line in table.splitlines() if line.startswith("panx "))
@@ -91,6 +91,11 @@ def test_main_prints_table_and_writes_json(submission, capsys):
     written = json.load(f)
   assert written["tasks"]["tatoeba"]["score"] == 75.0
   assert os.listdir(os.path.dirname(out)) == ["scores.json"]  # no temporary file left behind
+  report = os.path.join(os.path.dirname(preds), "report")  # --report: the benchmark's report of these scores
+  assert cli.main(["score", "--predictions", preds, "--labels", labels, "--out", out, "--report", report]) == 0
+  assert f"report: {report}/report.md" in capsys.readouterr().out
+  with open(os.path.join(report, "results.json"), encoding="utf-8") as f:
+    assert json.load(f)["tasks"]["tatoeba"]["score"] == 75.0
 
 
 def test_wrong_counts_are_refused(submission, capsys):

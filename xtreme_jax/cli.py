@@ -80,8 +80,8 @@ def _sweep_summary(argv: list[str]) -> int:
 
 
 def _score(argv: list[str]) -> int:
-  from xtreme_jax.evaluation import scorer
-  return scorer.main(argv)
+  from xtreme_jax.runs import score_command
+  return score_command.main(argv)
 
 
 COMMANDS = {
@@ -110,8 +110,8 @@ COMMANDS = {
         "the best run of a tpu_scripts/sweep.sh sweep per fine-tuned model",
         "(selected dev score) -> RUN_ROOT/sweep.md, sweep.json; with a",
         "baseline run, test scores minus its own (sweep_differences.png)"), _sweep_summary),
-    "score": Command("--predictions DIR --labels DIR [--out FILE] [--tasks T,...] [--benchmark xtreme|xglue|mbert] "
-                     "[--split dev|test]", (
+    "score": Command("--predictions DIR --labels DIR [--out FILE] [--tasks T,...] "
+                     "[--benchmark xtreme|xglue|mbert|lab] [--split dev|test] [--report DIR]", (
                          "leaderboard scores of a submission folder",
                          "(default --out: <parent>/scores-<name>.json;",
                          "xglue: as the official xglue_evaluate.py)"), _score),

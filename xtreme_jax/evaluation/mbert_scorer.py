@@ -21,9 +21,9 @@ scores in percent; a prediction file with another number of sentences or
 words than the gold is a `DataError` naming the file and the sentence. Files
 are read as checked UTF-8 (`text.read_utf8`: a bad byte names the file, line
 and byte); the gold readers refuse a label or tag outside the task's.
-`score_folders(dir, data_dir, tasks)` backs `xtreme-jax score --benchmark
-mbert --predictions DIR --labels DATA_DIR` (the tasks without a folder in DIR
-listed under `missing_tasks`).
+`score_folders(dir, data, tasks)` backs `xtreme-jax score --benchmark mbert|lab
+--predictions DIR --labels DATA_DIR` (the tasks without a folder in DIR listed
+under `missing_tasks`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs, text
 from xtreme_jax.data.readers.conll_ner import to_bio
-from xtreme_jax.data.readers.mbert_data import MbertData
 from xtreme_jax.data.features.parsing_features import EVAL_MAX_WORDS
 from xtreme_jax.evaluation import metrics, parsing
 from xtreme_jax.registry.mbert import MBERT
@@ -148,16 +147,14 @@ def score_submission(directory: str, data, tasks: Sequence[str] = MBERT.task_nam
   return {"tasks": out}
 
 
-def score_folders(directory: str, data_dir: str, tasks: Optional[Sequence[str]] = None) -> dict:
-  """`score_submission` of the tasks (default all) with a folder in `directory` against the data folder
-  `data_dir` (its test files carry the gold), plus `missing_tasks`: those without one."""
-  if not fs.isdir(data_dir):
-    raise errors.MissingInputError(f"data folder {data_dir} does not exist (or is not a folder); expected the "
-                                   "mBERT paper's data folder, whose test files carry the gold")
-  selected = [MBERT.task(t).name for t in (MBERT.task_names if tasks is None else tasks)]
-  selected = [t for t in MBERT.task_names if t in selected]  # benchmark order
+def score_folders(directory: str, data, tasks: Optional[Sequence[str]] = None) -> dict:
+  """`score_submission` of the tasks (default all of `data`'s benchmark) with a folder in `directory`, plus
+  `missing_tasks`: those without one."""
+  benchmark = data.benchmark
+  selected = [benchmark.task(t).name for t in (benchmark.task_names if tasks is None else tasks)]
+  selected = [t for t in benchmark.task_names if t in selected]  # benchmark order
   present = [t for t in selected if fs.isdir(os.path.join(directory, t))]
-  results = score_submission(directory, MbertData(data_dir=data_dir), present)
+  results = score_submission(directory, data, present)
   return {**results, "missing_tasks": [t for t in selected if t not in present]}
 
 

@@ -34,27 +34,19 @@ those tasks are refused rather than scored near 0. QA predictions are keyed by
 question id, and a file covering under half of the gold ids is refused;
 bucc2018 pairs carry ids.
 
-`main(argv)` backs `xtreme-jax score --predictions DIR --labels DIR [--out FILE]
-[--tasks T,...] [--benchmark xtreme|xglue|mbert]` (`BENCHMARKS`: XGLUE's
-scorer is `xglue_scorer`, the mBERT paper's `mbert_scorer`); the JSON goes by
-default beside the submission folder, to `<parent>/scores-<folder name>.json`
-(never inside it). A missing folder, or one without a single prediction file
-that has its gold, is refused. Folders and `--out` may be URLs (`gs://...`,
-through `xtreme_jax.fs`).
+`score_submission` backs `xtreme-jax score` for XTREME (`runs/score_command.py`;
+`default_out`: the JSON goes beside the submission folder, never inside it).
+Folders may be URLs (`gs://...`, through `xtreme_jax.fs`).
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import importlib
 import io
 import json
 import logging
 import os
 import re
-import sys
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from xtreme_jax import atomic, errors, fs, text
 from xtreme_jax.evaluation import metrics
@@ -419,93 +411,3 @@ def default_out(pred_dir: str) -> str:
   return os.path.join(fs.dirname(folder), f"scores-{fs.basename(folder) or 'submission'}.json")
 
 
-def _module(name: str):
-  """An evaluation module, imported when used (xglue_scorer and mbert_scorer import this one)."""
-  return importlib.import_module(f"xtreme_jax.evaluation.{name}")
-
-
-def _languages_scored(results: dict) -> bool:
-  return any(t["languages"] for t in results["tasks"].values())
-
-
-@dataclasses.dataclass(frozen=True)
-class Benchmark:
-  """One `xtreme-jax score --benchmark` choice: its scorer, table and layouts (for help and messages)."""
-
-  score: Callable[[argparse.Namespace, Optional[list]], dict]  # (args, tasks) -> results, with `missing_tasks`
-  table: Callable[[dict], str]
-  scored: Callable[[dict], bool]  # whether the results hold one scored language
-  predictions: str  # the prediction files' layout
-  labels: str  # what --labels names
-  absent: str  # why a task is not scored
-  report: Optional[Callable[[dict, str], dict]] = None  # --report: writes report.md and plots
-  splits: tuple = ("test",)  # the splits --split may name
-
-
-BENCHMARKS = {
-    "xtreme": Benchmark(
-        score=lambda args, tasks: score_submission(args.predictions, args.labels, tasks=tasks),
-        table=format_table, scored=_languages_scored, predictions="<dir>/<task>/test-<lg>.tsv|json",
-        labels="a labels folder in the same layout", absent="no predictions or labels folder"),
-    "xglue": Benchmark(
-        score=lambda args, tasks: _module("xglue_scorer").score_submission(
-            args.predictions, args.labels, args.split, tasks),
-        table=lambda results: _module("xglue_scorer").format_table(results),
-        scored=lambda results: bool(results["tasks"]), predictions="<dir>/<TASK>/<lg>.prediction",
-        labels="the xglue_full_dataset folder (official layout and 0-1 scale)", absent="no predictions folder",
-        report=lambda results, folder: _module("report").write_xglue_report(results, folder),
-        splits=("dev", "test")),
-    "mbert": Benchmark(
-        score=lambda args, tasks: _module("mbert_scorer").score_folders(args.predictions, args.labels, tasks),
-        table=lambda results: _module("mbert_scorer").format_table(results), scored=_languages_scored,
-        predictions="<dir>/<task>/test-<lg>.tsv", absent="no predictions folder",
-        labels="the mBERT paper's data folder (its test files carry the gold)"),
-}
-
-
-def _nothing_to_score(args: argparse.Namespace, benchmark: Benchmark, results: dict) -> str:
-  """Why results without one scored language are refused (one line)."""
-  if results["tasks"]:
-    found = f"no prediction file of {', '.join(results['tasks'])} has its gold"
-  else:
-    found = f"{benchmark.absent} for any of {', '.join(results['missing_tasks'])}"
-  return (f"nothing to score: {found} (predictions {args.predictions}, labels {args.labels}; expected "
-          f"{benchmark.predictions})")
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-  """`xtreme-jax score`: print the table, write the JSON (default: `default_out`); user errors raise."""
-  parser = errors.ArgumentParser(prog="xtreme-jax score", description=__doc__.splitlines()[0])
-  parser.add_argument("--benchmark", default="xtreme", choices=tuple(BENCHMARKS), help="default xtreme")
-  parser.add_argument("--predictions", required=True, help="submission folder: " + "; ".join(
-      f"{name} {b.predictions}" for name, b in BENCHMARKS.items()))
-  parser.add_argument("--labels", required=True,
-                      help="; ".join(f"{name}: {b.labels}" for name, b in BENCHMARKS.items()))
-  parser.add_argument("--split", default="test", choices=("dev", "test"), help="xglue: the split scored")
-  parser.add_argument("--out", help="results JSON (default: <parent>/scores-<name>.json beside the "
-                                    "submission folder <parent>/<name>)")
-  parser.add_argument("--tasks", help="comma-separated tasks to score (default: every task in both folders)")
-  parser.add_argument("--report", help="xglue: also write the report (report.md, plots/) into this folder")
-  args = parser.parse_args(argv)
-  benchmark = BENCHMARKS[args.benchmark]
-  if args.report and benchmark.report is None:
-    raise errors.ConfigError("--report is for --benchmark xglue (the XTREME run mode writes its own report)")
-  errors.require(args.split in benchmark.splits, f"--split {args.split}: --benchmark {args.benchmark} scores "
-                 f"its {' and '.join(benchmark.splits)} split only (its labels are test labels)")
-  tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-  out = args.out or default_out(args.predictions)
-  results = benchmark.score(args, tasks)
-  if not benchmark.scored(results):
-    raise errors.MissingInputError(_nothing_to_score(args, benchmark, results))
-  atomic.write_json(out, results)
-  print(benchmark.table(results))
-  for task in results["missing_tasks"]:
-    print(f"not scored: {task} ({benchmark.absent})", file=sys.stderr)
-  print(f"wrote {out}")
-  if args.report:
-    print(f"report: {benchmark.report(results, args.report)['report.md']}")
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(errors.run_cli(main, sys.argv[1:]))

@@ -33,9 +33,10 @@ sentence or tag count differs from the ground truth is refused naming both
 counts; a gold label or tag outside the task's labels (the registry's; a WPR
 rating outside 0-4) names its file, line and the labels.
 
-`scorer.main(argv)` backs `xtreme-jax score --benchmark xglue --predictions DIR
+`score_submission` backs `xtreme-jax score --benchmark xglue --predictions DIR
 --labels DIR [--split dev|test] [--tasks T,...] [--out FILE] [--report DIR]`
-(`--report`: `report.write_xglue_report`, tables and plots x100).
+(`runs/score_command.py`; `--report`: `report.write_xglue_report`, tables and
+plots x100).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ object each.
 
 `PROTOCOLS[name]` bundles a benchmark's registry spec, its data object, its label checks, its official scorer,
 table and report, and what runs after scoring (XTREME's analyses, the mBERT paper's subword overlap). The
-runner (`runs/xtreme.py`) asks its `protocol` and never branches on which benchmark it runs.
+runner (`runs/xtreme.py`) and the `score` command (`runs/score_command.py`) ask a protocol and never branch on
+which benchmark it is.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ class Protocol:
 
   spec: BenchmarkSpec
   data_class: type
-  labels_layout: str = ""  # what LABELS_DIR must be (the error line when it does not exist)
+  labels_layout: str = ""  # what LABELS_DIR / `score --labels` must be (help and error lines)
+  predictions_layout: str = ""  # a submission's files (help and error lines)
+  absent: str = "no predictions folder"  # why the `score` command leaves a task out
+  splits: tuple = ("test",)  # the splits the `score` command may score
   ordered_predictions: bool = False  # whether prediction folders record their data source (`write_manifests`)
 
   def data(self, source: str, data_dir: Optional[str], translations_dir: Optional[str] = None):
@@ -41,9 +45,20 @@ class Protocol:
     del runner, plan, labels_dir
 
   def score(self, runner: Any, tasks: Sequence[str], labels_dir: str) -> dict:
+    """The scores of a run's submission of `tasks` against `labels_dir`."""
     raise NotImplementedError
 
-  def write_report(self, results: dict, folder: str) -> None:
+  def score_folder(self, predictions: str, labels: str, tasks: Optional[Sequence[str]], split: str) -> dict:
+    """`xtreme-jax score`: the tasks (None: every one) found in `predictions`, scored against `labels`, with
+    `missing_tasks`: those left out (`absent`)."""
+    raise NotImplementedError
+
+  def scored(self, results: dict) -> bool:
+    """Whether `results` hold at least one scored language."""
+    return any(t["languages"] for t in results["tasks"].values())
+
+  def write_report(self, results: dict, folder: str) -> dict:
+    """`report.md`, `results.json` and the plots of `results` in `folder`; {name: path written}."""
     raise NotImplementedError
 
   def table(self, results: dict) -> str:
@@ -58,12 +73,14 @@ class Xtreme(Protocol):
   """XTREME: the leaderboard layout (`<task>/test-<lg>.tsv|json`), its scorer, Section 6's analyses."""
 
   spec, data_class, ordered_predictions = XTREME, XtremeData, True
+  labels_layout = "the test gold in the leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json"
+  predictions_layout = "<dir>/<task>/test-<lg>.tsv|json"
+  absent = "no predictions or labels folder"
 
   def check_labels(self, runner, tasks, labels_dir):
     from xtreme_jax.evaluation import scorer
     if not fs.isdir(labels_dir):
-      raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected the test gold in the "
-                                     f"leaderboard layout, <LABELS_DIR>/<task>/test-<language>.tsv|json)")
+      raise errors.MissingInputError(f"LABELS_DIR {labels_dir} does not exist (expected {self.labels_layout})")
     source, blocked = scorer.data_source(labels_dir), [t for t in tasks if t in scorer.ORDER_DEPENDENT]
     errors.require(source == runner.data.source or not blocked,
                    f"cannot score {', '.join(blocked)} against LABELS_DIR {labels_dir}: its labels are in the {source} "
@@ -73,12 +90,15 @@ class Xtreme(Protocol):
                    f"DATA_SOURCE={source!r}")
 
   def score(self, runner, tasks, labels_dir):
+    return self.score_folder(runner.submission, labels_dir, tasks, runner.split)
+
+  def score_folder(self, predictions, labels, tasks, split):
     from xtreme_jax.evaluation import scorer
-    return scorer.score_submission(runner.submission, labels_dir, tasks=tasks)
+    return scorer.score_submission(predictions, labels, tasks=tasks)
 
   def write_report(self, results, folder):
     from xtreme_jax.evaluation import report
-    report.write_report(results, folder)
+    return report.write_report(results, folder)
 
   def table(self, results):
     from xtreme_jax.evaluation import scorer
@@ -116,8 +136,10 @@ class Xglue(Protocol):
   """XGLUE: `<TASK>/<lg>.prediction`, its scorer (0-1 scale) over every language of a task."""
 
   spec, data_class = XGLUE, XglueData
-  labels_layout = ("the XGLUE ground truth: the dataset layout with labelled files, e.g. the xglue_full_dataset "
-                   "folder for SPLIT='dev'")
+  labels_layout = ("the XGLUE ground truth: the dataset layout with labelled files (official layout and 0-1 "
+                   "scale), e.g. the xglue_full_dataset folder for the dev split")
+  predictions_layout = "<dir>/<TASK>/<lg>.prediction"
+  splits = ("dev", "test")
 
   def check_plan(self, runner, plan, labels_dir):
     """Scoring XGLUE needs every language of a task (the official average is over all of them), each with a
@@ -139,35 +161,59 @@ class Xglue(Protocol):
                        "SPLIT='dev' or set LABELS_DIR=None")
 
   def score(self, runner, tasks, labels_dir):
+    return self.score_folder(runner.submission, labels_dir, tasks, runner.split)
+
+  def score_folder(self, predictions, labels, tasks, split):
     from xtreme_jax.evaluation import xglue_scorer
-    return xglue_scorer.score_submission(runner.submission, labels_dir, runner.split, tasks)
+    return xglue_scorer.score_submission(predictions, labels, split, tasks)
+
+  def scored(self, results):
+    return bool(results["tasks"])
 
   def write_report(self, results, folder):
     from xtreme_jax.evaluation import report
-    report.write_xglue_report(results, folder)
+    return report.write_xglue_report(results, folder)
 
   def table(self, results):
     from xtreme_jax.evaluation import xglue_scorer
     return xglue_scorer.format_table(results)
 
 
-class Mbert(Protocol):
-  """The mBERT paper's tasks: `<task>/test-<lg>.tsv` scored against its data folder; Figure 3's overlap."""
+class GoldInData(Protocol):
+  """A benchmark whose data folder's test files carry the gold (the mBERT paper's, the lab's): submissions
+  `<task>/test-<lg>.tsv`, scored by task kind (`evaluation/mbert_scorer.py`)."""
 
-  spec, data_class = MBERT, MbertData
-  labels_layout = "the mBERT paper's data folder: its test files carry the gold, registry/mbert.py"
+  predictions_layout = "<dir>/<task>/test-<lg>.tsv"
+
+  def gold(self, labels_dir: str):
+    """The data object whose test files score a submission."""
+    if not fs.isdir(labels_dir):
+      raise errors.MissingInputError(f"data folder {labels_dir} does not exist (or is not a folder); expected "
+                                     f"{self.labels_layout}")
+    return self.data_class(data_dir=labels_dir)
 
   def score(self, runner, tasks, labels_dir):
     from xtreme_jax.evaluation import mbert_scorer
-    return mbert_scorer.score_submission(runner.submission, MbertData(data_dir=labels_dir), tasks)
+    return mbert_scorer.score_submission(runner.submission, self.gold(labels_dir), tasks)
+
+  def score_folder(self, predictions, labels, tasks, split):
+    from xtreme_jax.evaluation import mbert_scorer
+    return mbert_scorer.score_folders(predictions, self.gold(labels), tasks)
 
   def write_report(self, results, folder):
     from xtreme_jax.evaluation import report
-    report.write_mbert_report(results, folder)
+    return report.write_mbert_report(results, folder, self.spec)
 
   def table(self, results):
     from xtreme_jax.evaluation import mbert_scorer
-    return mbert_scorer.format_table(results)
+    return mbert_scorer.format_table(results, self.spec)
+
+
+class Mbert(GoldInData):
+  """The mBERT paper's tasks scored against its data folder; Figure 3's overlap after scoring."""
+
+  spec, data_class = MBERT, MbertData
+  labels_layout = "the mBERT paper's data folder: its test files carry the gold, registry/mbert.py"
 
   def after_scoring(self, runner, plan, labels_dir, scores):
     """The paper's Figure 3 for this run's scores: subword overlap against the transfer score."""
@@ -178,24 +224,11 @@ class Mbert(Protocol):
     print(f"subword overlap: {written['overlap.md']}")
 
 
-class Lab(Protocol):
-  """The transfer lab (`runs/lab.py`): its generated folder holds the gold; scored and reported like the mBERT
-  paper's tasks, by kind."""
+class Lab(GoldInData):
+  """The transfer lab (`runs/lab.py`): its generated folder holds the gold."""
 
   spec, data_class = LAB, LabData
   labels_layout = "the lab's data folder (its lab.json): its test files carry the gold"
-
-  def score(self, runner, tasks, labels_dir):
-    from xtreme_jax.evaluation import mbert_scorer
-    return mbert_scorer.score_submission(runner.submission, LabData(data_dir=labels_dir), tasks)
-
-  def write_report(self, results, folder):
-    from xtreme_jax.evaluation import report
-    report.write_mbert_report(results, folder, LAB)
-
-  def table(self, results):
-    from xtreme_jax.evaluation import mbert_scorer
-    return mbert_scorer.format_table(results, LAB)
 
 
 PROTOCOLS: dict[str, Protocol] = {p.spec.name: p for p in (Xtreme(), Xglue(), Mbert(), Lab())}
