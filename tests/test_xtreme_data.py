@@ -37,6 +37,11 @@ def test_official_source_is_the_readers():
   assert data.read("xnli", "de", "test") == xtreme_readers.read("xnli", SAMPLE, "de", "test")
   assert data.location("panx", "de", "dev") == xtreme_readers.file_path("panx", SAMPLE, "de", "dev")
   assert data.available("xnli", "de", "test") and not data.available("xnli", "sw", "test")
+  # Every file a prediction reads (its records' inputs): BUCC's three parts, Tatoeba's two, else the one.
+  assert data.locations("bucc2018", "de", "test") == [
+      os.path.join(SAMPLE, f"bucc2018/de-en.test.{part}") for part in ("de", "en", "gold")]
+  assert data.locations("tatoeba", "de", "test") == [os.path.join(SAMPLE, f"tatoeba/de-en.{lg}") for lg in ("de", "en")]
+  assert data.locations("panx", "de", "dev") == [data.location("panx", "de", "dev")]
   assert data.translations_root == SAMPLE_TR  # default <data_dir>/translations
   assert data.read("xnli", "de", "translate_train") == xtreme_translations.read("xnli", SAMPLE_TR, "de",
                                                                                 "translate_train")
@@ -49,6 +54,7 @@ def test_official_source_is_the_readers():
 def test_tfds_source_reads_builders_and_falls_back_to_files_for_what_tfds_lacks(mocked):
   data = XtremeData("tfds", None)
   assert data.location("panx", "de", "test") == "tfds:wikiann/de:test"
+  assert data.locations("tatoeba", "de", "test") == [data.location("tatoeba", "de", "test")]  # one builder
   rows = data.read("xnli", "de", "test")
   assert len(rows) == NUM_EXAMPLES and set(rows[0]) == {"id", "text_a", "text_b", "label"}
   assert data.location("xnli", "de", "translate_train").startswith("tfds:xtreme_xnli")

@@ -12,11 +12,9 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import jax
 
 from xtreme_jax import atomic, fs, text
-from xtreme_jax.data.readers import xtreme_readers as readers
 from xtreme_jax.data.translation import xtreme_translations as translations
 from xtreme_jax.runs import bookkeeping, inference
 from xtreme_jax.runs.model_store import selected
-from xtreme_jax.runs.recipes import RETRIEVAL_TASKS
 
 if TYPE_CHECKING:
   from xtreme_jax.runs.xtreme import XtremeRunner
@@ -67,15 +65,7 @@ class Predictions:
   def input_paths(self, task: str, language: str, split: str) -> list[str]:
     """Every file (TFDS: the builder location) that predicting (task, language, split) reads."""
     splits = [split] + (["test"] if split == "translate_test" else []) + (["dev"] if self.run.spec(task).kind == "bitext_mining" else [])
-    out = []
-    for sp in splits:
-      if task in RETRIEVAL_TASKS and self.run.data.source == "official":
-        out += [readers.file_path(task, self.run.data_dir, language, sp, part) for part in readers.PATHS[task]]
-      elif hasattr(self.run.data, "locations"):  # several files read as one (the mBERT paper's parsing treebanks)
-        out += self.run.data.locations(task, language, sp)
-      else:
-        out.append(self.run.data.location(task, language, sp))
-    return out
+    return [path for sp in splits for path in self.run.data.locations(task, language, sp)]
 
   def predict_task(self, task: str, languages: Sequence[str], pseudo: bool = False) -> None:
     """Predicts `task` for `languages`, model by model; prediction files that are up to date are kept."""

@@ -86,6 +86,10 @@ class LabData:
   def location(self, task: str, language: str, split: str) -> str:
     return os.path.join(self.data_dir, self.benchmark.task(task).file(split, language))
 
+  def locations(self, task: str, language: str, split: str) -> list[str]:
+    """Every file reading (task, language, split) opens."""
+    return [self.location(task, language, split)]
+
   def available(self, task: str, language: str, split: str) -> bool:
     return language in self.benchmark.task(task).languages.get(split, ()) and \
         fs.isfile(self.location(task, language, split))

@@ -49,6 +49,10 @@ class XglueData:
   def location(self, task: str, language: str, split: str) -> str:
     return os.path.join(self.data_dir, XGLUE.task(task).file(split, language))
 
+  def locations(self, task: str, language: str, split: str) -> list[str]:
+    """Every file reading (task, language, split) opens."""
+    return [self.location(task, language, split)]
+
   def target_location(self, task: str, language: str, split: str) -> str:
     """The references (`.tgt.` file) of a generation task's split."""
     spec = XGLUE.task(task)

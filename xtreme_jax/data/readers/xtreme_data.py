@@ -115,6 +115,12 @@ class XtremeData:
     part = {"bucc2018": "gold" if split == "dev" else "source", "tatoeba": "source"}.get(task)
     return readers.file_path(task, self.data_dir, language, split, part)
 
+  def locations(self, task: str, language: str, split: str) -> list[str]:
+    """Every file reading (task, language, split) opens: BUCC's and Tatoeba's parts; else `location`'s one."""
+    if self.benchmark.task(task).retrieval and split not in KINDS and not self._from_tfds(task, split):
+      return [readers.file_path(task, self.data_dir, language, split, part) for part in readers.PATHS[task]]
+    return [self.location(task, language, split)]
+
   def available(self, task: str, language: str, split: str) -> bool:
     """Whether (task, language, split) can be read (bucc2018 dev: its gold file, which threshold tuning needs)."""
     if self._from_tfds(task, split):
