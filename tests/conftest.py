@@ -110,7 +110,7 @@ def mlm_source():
 # trainers, pipelines, subprocesses) or `e2e` (a whole experiment run). A file declares its tier as
 # `TIER = "unit" | "integration"`; a test marked `@pytest.mark.e2e` is e2e whatever its file says. A test marked
 # `@pytest.mark.samples` (tests/test_sample_runs.py: every bundled sample run in full, about 14 minutes) is in no
-# tier and left out of the default run (`addopts`): `-m samples` runs it.
+# tier and left out of every run whose `-m` does not name it (`-m "not e2e"` too): `-m samples` runs it.
 TIERS = ("unit", "integration", "e2e")
 
 
@@ -124,6 +124,11 @@ with open(os.path.join(os.path.dirname(__file__), "file_costs.json")) as _f:
 
 
 def pytest_collection_modifyitems(config, items):
+  if "samples" not in (config.getoption("markexpr") or ""):
+    left_out = [item for item in items if item.get_closest_marker("samples") is not None]
+    if left_out:
+      config.hook.pytest_deselected(items=left_out)
+      items[:] = [item for item in items if item.get_closest_marker("samples") is None]
   items.sort(key=lambda item: -FILE_COSTS.get(os.path.basename(str(item.fspath)), 1))  # stable: file order kept
   for item in items:
     if item.get_closest_marker("e2e") is not None or item.get_closest_marker("samples") is not None:
