@@ -1,7 +1,9 @@
-"""`xtreme-jax score`: a submission folder scored against its gold by the benchmark's protocol
-(`benchmarks.PROTOCOLS`: XTREME's `evaluation/scorer.py`, XGLUE's `xglue_scorer.py`, the mBERT paper's and the
-lab's `mbert_scorer.py`), the table printed and the JSON written, by default beside the submission folder
-(`<parent>/scores-<folder name>.json`, never inside it); `--report DIR` also writes the benchmark's report.
+"""Score a benchmark's submission folder against its gold (`xtreme-jax score`).
+
+The benchmark's protocol scores it (`benchmarks.PROTOCOLS`: XTREME's `evaluation/scorer.py`, XGLUE's
+`xglue_scorer.py`, the mBERT paper's and the lab's `mbert_scorer.py`); the table is printed and the JSON
+written, by default beside the submission folder (`<parent>/scores-<folder name>.json`, never inside it);
+`--report DIR` also writes the benchmark's report.
 A missing folder, or one without a single prediction file that has its gold, is refused. Folders and `--out`
 may be URLs (`gs://...`, through `xtreme_jax.fs`).
 """
