@@ -46,7 +46,7 @@ class Protocol:
 
   def score(self, runner: Any, tasks: Sequence[str], labels_dir: str) -> dict:
     """The scores of a run's submission of `tasks` against `labels_dir`."""
-    raise NotImplementedError
+    return self.score_folder(runner.submission, labels_dir, tasks, runner.split)
 
   def score_folder(self, predictions: str, labels: str, tasks: Optional[Sequence[str]], split: str) -> dict:
     """`xtreme-jax score`: the tasks (None: every one) found in `predictions`, scored against `labels`, with
@@ -88,9 +88,6 @@ class Xtreme(Protocol):
                    f"{runner.data.source} order (the TFDS builders shuffle examples), and these tasks match lines by "
                    f"position; score against labels from the same source, or set LABELS_DIR=None or "
                    f"DATA_SOURCE={source!r}")
-
-  def score(self, runner, tasks, labels_dir):
-    return self.score_folder(runner.submission, labels_dir, tasks, runner.split)
 
   def score_folder(self, predictions, labels, tasks, split):
     from xtreme_jax.evaluation import scorer
@@ -159,9 +156,6 @@ class Xglue(Protocol):
         errors.require(all(ex[key] is not None for ex in gold),
                        f"LABELS_DIR: {where} has no labels (the XGLUE release hides its test labels); score "
                        "SPLIT='dev' or set LABELS_DIR=None")
-
-  def score(self, runner, tasks, labels_dir):
-    return self.score_folder(runner.submission, labels_dir, tasks, runner.split)
 
   def score_folder(self, predictions, labels, tasks, split):
     from xtreme_jax.evaluation import xglue_scorer
