@@ -175,6 +175,41 @@ def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp
     LabData(data_dir=str(tmp_path / "nowhere"))
 
 
+def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, monkeypatch):
+  """The lab's order of stages with each stage stubbed: per-language pretraining, then the controls; after each
+  encoder but the last, `lab/` holds the report of what is done, marked partial."""
+  from conftest import TINY
+  from xtreme_jax.runs import lab
+  seen = []
+  real_write = lab_report.write
+
+  def write(out_dir, results):
+    seen.append((results.get("partial"), sorted(results["conditions"]),
+                 sorted(results["conditions"]["pretrained"]["zero_shot"]["0"]["pos"])))
+    return real_write(out_dir, results)
+
+  def run(run_dir, *args, languages, **kwargs):
+    return {"tasks": {task: {"languages": {lg: {"accuracy": 50.0 + len(lg)} for lg in lgs}}
+                      for task, lgs in languages.items()}}
+
+  monkeypatch.setattr(lab, "_vocabulary", lambda *args: "spm.model")
+  monkeypatch.setattr(lab, "_pretrain", lambda run_dir, *args: run_dir)
+  monkeypatch.setattr(lab, "_retrieval", lambda *args: {"shift": 10.0})
+  monkeypatch.setattr(lab.xtreme, "lab", run)
+  monkeypatch.setattr(lab_report, "write", write)
+  languages = LabLanguages(languages={"base": "", "shift": "shift(1)", "shift_inv": "shift(2)+invert"},
+                           pretrain_sentences=40, train_sentences=24, dev_sentences=8, test_sentences=16)
+  experiment = lab.LabExperiment(pretraining="per_language", seeds=(0,), tasks=("pos",), controls=("no_pretraining",))
+  results = lab.lab(str(tmp_path), TINY, languages, experiment)
+  assert seen == [
+      ("1 of 3 encoders done (pretrained shift)", ["pretrained"], ["base", "shift"]),
+      ("2 of 3 encoders done (pretrained shift, pretrained shift_inv)", ["pretrained"], ["base", "shift", "shift_inv"]),
+      (None, ["no_pretraining", "pretrained"], ["base", "shift", "shift_inv"])]
+  assert "partial" not in results and "Partial" not in (tmp_path / "lab" / "report.md").read_text()
+  results["partial"] = seen[0][0]
+  assert "**Partial**: 1 of 3 encoders done (pretrained shift); the lab writes" in lab_report.render(results)
+
+
 def test_per_language_pretraining_pairs_each_derived_language_with_the_base():
   from xtreme_jax.runs.lab import LabExperiment, Unit, merge, units
   names = ("base", "shift", "shift_inv")

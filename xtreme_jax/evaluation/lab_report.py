@@ -1,7 +1,8 @@
 """The transfer lab's results (`runs/lab.py`): means over seeds, the four published claims checked, plots.
 
 `results` ({"languages", "experiment", "conditions": {condition: {"pretrained_on", "retrieval": {lg: acc},
-"zero_shot": {seed: {task: {lg: score}}}, "translate_train": ...}}, "chance": {task: score}}) is written as
+"zero_shot": {seed: {task: {lg: score}}}, "translate_train": ...}}, "chance": {task: score}}, and while the lab
+runs, "partial": which encoders are done) is written as
 `results.json`; `report.md` shows per task the zero-shot score per language and condition (mean +- standard
 deviation over seeds) beside translate-train, the transfer gap (the base language's score minus the
 language's), the retrieval accuracy, and the claims:
@@ -160,6 +161,9 @@ def render(results: Mapping) -> str:
       f". Pretraining {experiment['pretrain_steps']} steps; fine-tuning seeds {experiment['seeds']}; scores are "
       "accuracy % (mean +- standard deviation over seeds); gap = the base's score minus the language's; retrieval "
       "= Tatoeba-style accuracy against the base's test sentences."]
+  if results.get("partial"):
+    parts.append(f"**Partial**: {results['partial']}; the lab writes this report after each encoder, and "
+                 "re-running its command resumes it.")
   for task in results["chance"]:
     parts += [f"## {task} (chance {results['chance'][task]:.1f})", _task_table(results, task),
               markdown(["Claim", "Verdict", "Numbers"], ["---", "---", "---"], claims(results, task))]

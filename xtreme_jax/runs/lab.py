@@ -192,6 +192,11 @@ def _retrieval(run_dir: str, data_dir: str, vocab: str, config: TransformerConfi
   return _scores(result)["retrieval"]
 
 
+def _names(plan: Sequence[tuple[str, Unit]]) -> list[str]:
+  """'condition' or 'condition language' of each (condition, unit) of a lab's plan."""
+  return [" ".join(filter(None, (condition, unit.name))) for condition, unit in plan]
+
+
 def _scores(result: dict) -> dict:
   """{task: {language: score}} of a benchmark run's results."""
   return {task: {lg: m["accuracy"] for lg, m in r["languages"].items()} for task, r in result["tasks"].items()}
@@ -211,32 +216,39 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
   data_dir = _claim_data(run_dir, languages)
   vocab = _vocabulary(run_dir, data_dir, languages.names, experiment.vocab_size, model_config)
   from xtreme_jax.runs.train import describe
-  results: dict = {"languages": languages.describe(), "experiment": describe(experiment), "conditions": {}}
-  for condition in experiment.conditions:
-    parts: dict = {}
-    entry = results["conditions"][condition] = {"pretrained_on": [], "retrieval": {}}
-    for unit in units(condition, languages.names, experiment):
-      config = experiment.model(model_config, unit)
-      encoder = None if unit.pretrained_on is None else _pretrain(
-          os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
-          config, unit.pretrained_on, experiment, partition)
-      entry["pretrained_on"].append(unit.pretrained_on)
-      entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name, "retrieval"), data_dir,
-                                           vocab, config, encoder, settings, partition, unit.languages))
-      runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
-                                           if condition == "pretrained" and experiment.translate_train else [])
-      for (setting, folder), seed in itertools.product(runs, experiment.seeds):
-        bookkeeping.say(f"lab: {condition} {unit.name} {setting} seed {seed}".replace("  ", " "))
-        result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, config, vocab,
-                            labels_dir=data_dir, tasks=tuple(experiment.tasks),
-                            languages={task: list(unit.languages) for task in experiment.tasks},
-                            init_checkpoint=encoder, partition=partition,
-                            settings=dataclasses.replace(settings, setting=setting, seed=seed))
-        key = "zero_shot" if setting == "zero_shot" else "translate_train"
-        parts.setdefault(key, {}).setdefault(str(seed), []).append(_scores(result))
-    for key, by_seed in parts.items():
-      entry[key] = {seed: merge(scores) for seed, scores in by_seed.items()}
-  results["chance"] = lab_report.chance(LabData(data_dir=data_dir), experiment.tasks)
+  results: dict = {"languages": languages.describe(), "experiment": describe(experiment), "conditions": {},
+                   "chance": lab_report.chance(LabData(data_dir=data_dir), experiment.tasks)}
+  plan = [(condition, unit) for condition in experiment.conditions
+          for unit in units(condition, languages.names, experiment)]
+  parts: dict = {}
+  for done, (condition, unit) in enumerate(plan, 1):
+    entry = results["conditions"].setdefault(condition, {"pretrained_on": [], "retrieval": {}})
+    config = experiment.model(model_config, unit)
+    encoder = None if unit.pretrained_on is None else _pretrain(
+        os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
+        config, unit.pretrained_on, experiment, partition)
+    entry["pretrained_on"].append(unit.pretrained_on)
+    entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name, "retrieval"), data_dir,
+                                         vocab, config, encoder, settings, partition, unit.languages))
+    runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
+                                         if condition == "pretrained" and experiment.translate_train else [])
+    for (setting, folder), seed in itertools.product(runs, experiment.seeds):
+      bookkeeping.say(f"lab: {condition} {unit.name} {setting} seed {seed}".replace("  ", " "))
+      result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, config, vocab,
+                          labels_dir=data_dir, tasks=tuple(experiment.tasks),
+                          languages={task: list(unit.languages) for task in experiment.tasks},
+                          init_checkpoint=encoder, partition=partition,
+                          settings=dataclasses.replace(settings, setting=setting, seed=seed))
+      key = "zero_shot" if setting == "zero_shot" else "translate_train"
+      parts.setdefault((condition, key), {}).setdefault(str(seed), []).append(_scores(result))
+    for (part_condition, key), by_seed in parts.items():
+      if part_condition == condition:
+        entry[key] = {seed: merge(scores) for seed, scores in by_seed.items()}
+    if done < len(plan):  # the report so far: an interrupted lab shows what it has measured
+      results["partial"] = f"{done} of {len(plan)} encoders done ({', '.join(_names(plan[:done]))})"
+      written = lab_report.write(os.path.join(run_dir, "lab"), results)
+      bookkeeping.say(f"lab: {results['partial']}; the report so far: {written['report.md']}")
+  results.pop("partial", None)
   written = lab_report.write(os.path.join(run_dir, "lab"), results)
   print(lab_report.summary(results))
   print(f"lab report: {written['report.md']}")
