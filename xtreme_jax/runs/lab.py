@@ -220,7 +220,7 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
                    "chance": lab_report.chance(LabData(data_dir=data_dir), experiment.tasks)}
   plan = [(condition, unit) for condition in experiment.conditions
           for unit in units(condition, languages.names, experiment)]
-  parts: dict = {}
+  parts: dict = {}  # {condition: {zero_shot | translate_train: {seed: [each unit's scores]}}}
   for done, (condition, unit) in enumerate(plan, 1):
     entry = results["conditions"].setdefault(condition, {"pretrained_on": [], "retrieval": {}})
     config = experiment.model(model_config, unit)
@@ -240,10 +240,9 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
                           init_checkpoint=encoder, partition=partition,
                           settings=dataclasses.replace(settings, setting=setting, seed=seed))
       key = "zero_shot" if setting == "zero_shot" else "translate_train"
-      parts.setdefault((condition, key), {}).setdefault(str(seed), []).append(_scores(result))
-    for (part_condition, key), by_seed in parts.items():
-      if part_condition == condition:
-        entry[key] = {seed: merge(scores) for seed, scores in by_seed.items()}
+      parts.setdefault(condition, {}).setdefault(key, {}).setdefault(str(seed), []).append(_scores(result))
+    for key, by_seed in parts[condition].items():  # the condition's units so far
+      entry[key] = {seed: merge(scores) for seed, scores in by_seed.items()}
     if done < len(plan):  # the report so far: an interrupted lab shows what it has measured
       results["partial"] = f"{done} of {len(plan)} encoders done ({', '.join(_names(plan[:done]))})"
       written = lab_report.write(os.path.join(run_dir, "lab"), results)
