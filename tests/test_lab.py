@@ -117,7 +117,11 @@ def test_claims_by_hand(tmp_path):
                                            "language) points")
   flat = [dict(p, shift=30, shift_inv=30) for p in pretrained]
   verdicts = {c[:3]: v for c, v, _ in lab_report.claims(_results({"pretrained": flat, "none": none}, retrieval), "pos")}
-  assert verdicts["(a)"] == "not reproduced" and verdicts["(b)"] == "not reproduced"
+  assert verdicts["(a)"] == "not reproduced" and verdicts["(b)"] == "not testable"  # no transfer to compare
+  half = [dict(p, shift=s, shift_inv=i) for p, s, i in zip(pretrained, (58, 62), (57, 59))]  # (a) 60 - 20 >= 38.5;
+  # (b) 60 against 58 is within twice the spread (std 2.8)
+  verdicts = {c[:3]: v for c, v, _ in lab_report.claims(_results({"pretrained": half, "none": none}, retrieval), "pos")}
+  assert verdicts["(a)"] == "reproduced" and verdicts["(b)"] == "not reproduced"
   paths = lab_report.write(str(tmp_path), results)
   report = (tmp_path / "report.md").read_text()
   assert "| pretrained translate-train | 97.0 +- 0.0 |" in report and "| pretrained gap | 0.0 | 6.0 |" in report
