@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, Union
 
 from xtreme_jax import errors
-from xtreme_jax.data.readers.xglue_data import XglueData
+from xtreme_jax.data.readers.benchmark_data import BenchmarkData
 from xtreme_jax.data.readers.xtreme_data import XtremeData
 from xtreme_jax.data import paths
 from xtreme_jax.networks import layers
@@ -19,11 +19,11 @@ if TYPE_CHECKING:
   from xtreme_jax.runs.xtreme import XtremeRunner
 
 
-def test_languages(task: str, data: Union[str, XtremeData, XglueData], languages: Optional[Sequence[str]],
+def test_languages(task: str, data: Union[str, BenchmarkData], languages: Optional[Sequence[str]],
                    split: str = "test") -> list[str]:
   """The requested languages, or every benchmark language whose `split` (test, or XGLUE's dev) is available.
 
-  `data`: an `XtremeData` / `XglueData`, or XTREME's official `download/` folder.
+  `data`: a benchmark's data object, or XTREME's official `download/` folder.
   """
   if isinstance(data, str):
     data = XtremeData("official", data)

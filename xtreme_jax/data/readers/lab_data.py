@@ -14,6 +14,7 @@ import os
 from typing import Optional
 
 from xtreme_jax import errors, fs, text
+from xtreme_jax.data.readers.benchmark_data import BenchmarkData
 from xtreme_jax.data.synthetic import lab_dataset
 from xtreme_jax.registry.lab import BASE, lab_benchmark
 from xtreme_jax.registry.spec import BenchmarkSpec
@@ -58,7 +59,7 @@ _READERS = {"pos": _tagged, "topic": _labelled, "retrieval": _parallel}  # (path
 
 
 @dataclasses.dataclass(frozen=True)
-class LabData:
+class LabData(BenchmarkData):
   """Reads (task, language, split) of the lab folder `data_dir` (module docstring)."""
 
   source: str = "official"
@@ -79,16 +80,8 @@ class LabData:
   def benchmark(self) -> BenchmarkSpec:
     return lab_benchmark(self.languages)
 
-  @property
-  def translations_root(self) -> Optional[str]:
-    return self.translations_dir
-
   def location(self, task: str, language: str, split: str) -> str:
     return os.path.join(self.data_dir, self.benchmark.task(task).file(split, language))
-
-  def locations(self, task: str, language: str, split: str) -> list[str]:
-    """Every file reading (task, language, split) opens."""
-    return [self.location(task, language, split)]
 
   def available(self, task: str, language: str, split: str) -> bool:
     return language in self.benchmark.task(task).languages.get(split, ()) and \

@@ -19,6 +19,7 @@ from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data.readers import conll_ner, conllu, mldoc
+from xtreme_jax.data.readers.benchmark_data import BenchmarkData
 from xtreme_jax.registry.mbert import MBERT, parsing_files
 from xtreme_jax.registry.spec import BenchmarkSpec
 
@@ -38,7 +39,7 @@ _READERS = {"mldoc": mldoc.read, "ner": conll_ner.read, "pos": _pos, "parsing": 
 
 
 @dataclasses.dataclass(frozen=True)
-class MbertData:
+class MbertData(BenchmarkData):
   """Reads (task, language, split) of the mBERT paper's tasks under `data_dir` (module docstring)."""
 
   source: str = "official"
@@ -51,10 +52,6 @@ class MbertData:
     if not self.data_dir:
       raise errors.ConfigError("the mBERT paper's tasks need data_dir: the folder holding mldoc/, conll2002/, "
                                "conll2003/, chinese_ner/, ud-treebanks-v1.4/, ud-treebanks-v2.2/")
-
-  @property
-  def translations_root(self) -> Optional[str]:
-    return self.translations_dir
 
   def _check(self, task: str, language: str, split: str) -> None:
     spec = MBERT.task(task)

@@ -1,7 +1,7 @@
 """Where XGLUE examples come from: the official `xglue_full_dataset` layout (`xglue_readers`).
 
 `XglueData(data_dir)` offers the run mode (`runs/xtreme.py`) and the seqio
-tasks (`tasks/xglue.py`) the interface of `xtreme_data.XtremeData`: `read`,
+tasks (`tasks/xglue.py`) the data objects' interface (`benchmark_data.BenchmarkData`): `read`,
 `available`, `location`, `benchmark`. XGLUE has no TFDS builders and no
 translation kinds (`translations_dir`: the user's translations, which only
 FILTER's pairs read, `filter_pairs`); a language's training data other than
@@ -19,11 +19,12 @@ from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data.readers import xglue_readers
+from xtreme_jax.data.readers.benchmark_data import BenchmarkData
 from xtreme_jax.registry import XGLUE, BenchmarkSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class XglueData:
+class XglueData(BenchmarkData):
   """Reads (task, language, split) of the official XGLUE layout under `data_dir`."""
 
   source: str = "official"
@@ -38,20 +39,11 @@ class XglueData:
     if not self.data_dir:
       raise errors.ConfigError("XGLUE needs data_dir: the unpacked xglue_full_dataset folder")
 
-  @property
-  def translations_root(self) -> Optional[str]:
-    """The user's translations (FILTER's pairs); XGLUE publishes none."""
-    return self.translations_dir
-
   def read(self, task: str, language: str, split: str):
     return xglue_readers.read(task, self.data_dir, language, split)
 
   def location(self, task: str, language: str, split: str) -> str:
     return os.path.join(self.data_dir, XGLUE.task(task).file(split, language))
-
-  def locations(self, task: str, language: str, split: str) -> list[str]:
-    """Every file reading (task, language, split) opens."""
-    return [self.location(task, language, split)]
 
   def target_location(self, task: str, language: str, split: str) -> str:
     """The references (`.tgt.` file) of a generation task's split."""

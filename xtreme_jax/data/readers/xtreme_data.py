@@ -31,6 +31,7 @@ from typing import ClassVar, Optional
 
 from xtreme_jax import errors, fs
 from xtreme_jax.data.readers import xtreme_readers as readers, xtreme_tfds
+from xtreme_jax.data.readers.benchmark_data import BenchmarkData
 from xtreme_jax.data.translation import xtreme_translations as translations
 from xtreme_jax.registry import XTREME, BenchmarkSpec
 
@@ -41,7 +42,7 @@ LINE_ALIGNED_TRANSLATE_TEST = ("xnli", "pawsx")
 
 
 @dataclasses.dataclass(frozen=True)
-class XtremeData:
+class XtremeData(BenchmarkData):
   """Reads (task, language, split) from the chosen source; `split` may be a translation kind (`KINDS`)."""
 
   source: str = "official"
