@@ -1,7 +1,5 @@
 """XTREME's analyses (evaluation/analyses.py): seen / unseen entities and tag trigrams, families and scripts."""
 
-import pytest
-
 from xtreme_jax.evaluation import analyses
 from xtreme_jax.evaluation.plots import language_family
 

@@ -179,20 +179,25 @@ def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp
     LabData(data_dir=str(tmp_path / "nowhere"))
 
 
-def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, monkeypatch):
-  """The lab's order of stages with each stage stubbed: per-language pretraining, then the controls; after each
-  encoder but the last, `lab/` holds the report of what is done, marked partial."""
-  from conftest import TINY
+THREE = LabLanguages(languages={"base": "", "shift": "shift(1)", "shift_inv": "shift(2)+invert"},
+                     pretrain_sentences=40, train_sentences=24, dev_sentences=8, test_sentences=16)
+
+
+def _stub_stages(monkeypatch, started=None):
+  """Stubs the lab's stages (vocabulary, pretraining, retrieval, fine-tuning runs: `started(run_dir)` is
+  called at each); returns the list of (partial, conditions, languages of pretrained's POS) of each report."""
   from xtreme_jax.runs import lab
   seen = []
   real_write = lab_report.write
 
   def write(out_dir, results):
     seen.append((results.get("partial"), sorted(results["conditions"]),
-                 sorted(results["conditions"]["pretrained"]["zero_shot"]["0"]["pos"])))
+                 sorted(results["conditions"].get("pretrained", {}).get("zero_shot", {}).get("0", {}).get("pos", {}))))
     return real_write(out_dir, results)
 
   def run(run_dir, *args, languages, **kwargs):
+    if started:
+      started(run_dir)
     return {"tasks": {task: {"languages": {lg: {"accuracy": 50.0 + len(lg)} for lg in lgs}}
                       for task, lgs in languages.items()}}
 
@@ -201,10 +206,17 @@ def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, 
   monkeypatch.setattr(lab, "_retrieval", lambda *args: {"shift": 10.0})
   monkeypatch.setattr(lab.xtreme, "lab", run)
   monkeypatch.setattr(lab_report, "write", write)
-  languages = LabLanguages(languages={"base": "", "shift": "shift(1)", "shift_inv": "shift(2)+invert"},
-                           pretrain_sentences=40, train_sentences=24, dev_sentences=8, test_sentences=16)
+  return seen
+
+
+def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, monkeypatch):
+  """The lab's order of stages with each stage stubbed: per-language pretraining, then the controls; after each
+  encoder but the last, `lab/` holds the report of what is done, marked partial."""
+  from conftest import TINY
+  from xtreme_jax.runs import lab
+  seen = _stub_stages(monkeypatch)
   experiment = lab.LabExperiment(pretraining="per_language", seeds=(0,), tasks=("pos",), controls=("no_pretraining",))
-  results = lab.lab(str(tmp_path), TINY, languages, experiment)
+  results = lab.lab(str(tmp_path), TINY, THREE, experiment)
   assert seen == [
       ("1 of 3 encoders done (pretrained shift)", ["pretrained"], ["base", "shift"]),
       ("2 of 3 encoders done (pretrained shift, pretrained shift_inv)", ["pretrained"], ["base", "shift", "shift_inv"]),
@@ -212,6 +224,49 @@ def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, 
   assert "partial" not in results and "Partial" not in (tmp_path / "lab" / "report.md").read_text()
   results["partial"] = seen[0][0]
   assert "**Partial**: 1 of 3 encoders done (pretrained shift); the lab writes" in lab_report.render(results)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "lab"]  # no lock file left behind
+
+
+def test_an_encoder_another_process_runs_is_skipped_then_waited_for(tmp_path, monkeypatch, capsys):
+  """Two processes on one lab: the encoder another holds is left to it; this one runs the rest, then waits for
+  that encoder (the other process ends during the first wait) and writes the whole report."""
+  import subprocess
+  import sys
+  import types
+  from conftest import TINY
+  from xtreme_jax.runs import lab
+  lock = tmp_path / ".lab-pretrained_shift.lock"
+  holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
+                             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                             "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d\\n' % os.getpid())\n"
+                             "print('held', flush=True); sys.stdin.read()", str(lock)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    runs, waits = [], []
+
+    def sleep(seconds):
+      waits.append(seconds)
+      holder.stdin.close()
+      holder.wait()
+
+    seen = _stub_stages(monkeypatch, lambda run_dir: runs.append(run_dir[len(str(tmp_path)) + 1:]))
+    monkeypatch.setattr(lab, "time", types.SimpleNamespace(sleep=sleep))
+    experiment = lab.LabExperiment(pretraining="per_language", seeds=(0,), tasks=("pos",),
+                                   controls=("no_pretraining",), translate_train=False)
+    lab.lab(str(tmp_path), TINY, THREE, experiment)
+  finally:
+    holder.kill()
+    holder.wait()
+  assert runs == ["pretrained/shift_inv/seed0", "no_pretraining/seed0", "pretrained/shift/seed0"]
+  assert waits == [lab.POLL_S]
+  assert [s[0] for s in seen] == ["1 of 3 encoders done (pretrained shift_inv)",
+                                  "2 of 3 encoders done (pretrained shift_inv, no_pretraining)", None]
+  assert seen[-1][1:] == (["no_pretraining", "pretrained"], ["base", "shift", "shift_inv"])
+  assert not list(tmp_path.glob(".lab*.lock"))
+  out = capsys.readouterr().out
+  assert f"lab: pid {holder.pid} runs the encoder pretrained shift; taking the next one" in out
+  assert f"lab: waiting for pid {holder.pid}, which runs the lab's encoder pretrained shift" in out
 
 
 def test_per_language_pretraining_pairs_each_derived_language_with_the_base():

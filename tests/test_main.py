@@ -1,7 +1,6 @@
 """Entry point: Gin validation before any work, and the README's main job end to end."""
 
 import json
-import os
 
 import gin
 import pytest

@@ -22,14 +22,19 @@
 6. `lab/results.json` and `lab/report.md` with the plots (`evaluation/lab_report.py`).
 
 Every stage is a claimed, resumable run directory of its own mode: a rerun of the same command skips what is
-done. A `run_dir` holding a lab with other languages or sizes is refused.
+done. A `run_dir` holding a lab with other languages or sizes is refused. Several processes may run the same
+command on one `run_dir` at once (one per accelerator, say): each encoder (a unit: its pretraining, retrieval
+and fine-tuning runs) is locked by the process running it (`<run_dir>/.lab-<encoder>.lock`), a process takes
+the next encoder no other holds, then waits for those others hold and writes the whole report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
+import time
 from typing import Optional, Sequence
 
 from xtreme_jax import errors, fs
@@ -40,10 +45,12 @@ from xtreme_jax.networks.config import TransformerConfig
 from xtreme_jax.registry.lab import BASE
 from xtreme_jax.runs import bookkeeping, xtreme
 from xtreme_jax.runs.recipes import FinetuneSettings, RetrievalSettings
-from xtreme_jax.training import validation as v
+from xtreme_jax.training import locks, validation as v
 from xtreme_jax.training.partitioning import PartitionConfig
 
 CONDITIONS = ("pretrained", "base_only", "no_pretraining")  # the pretraining conditions, the two controls last
+RESULTS = ("zero_shot", "translate_train")  # a unit's fine-tuning results, {seed: {task: {language: score}}} each
+POLL_S = 30.0  # how often a process waiting for an encoder another process runs looks again
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,6 +209,70 @@ def _scores(result: dict) -> dict:
   return {task: {lg: m["accuracy"] for lg, m in r["languages"].items()} for task, r in result["tasks"].items()}
 
 
+@contextlib.contextmanager
+def _holding(path: str, what: str, wait: bool):
+  """Holds the lock `path` for the block. Held by another process: raises InUseError, or with `wait` waits
+  for it (saying so once)."""
+  waited = False
+  while True:
+    try:
+      locks.acquire(path, what)
+      break
+    except locks.InUseError as e:
+      if not wait:
+        raise
+      if not waited:
+        bookkeeping.say(f"lab: waiting for {e.holder}, which runs {what}")
+        waited = True
+      time.sleep(POLL_S)
+  try:
+    yield
+  finally:
+    locks.release(path)
+
+
+def _run_unit(run_dir: str, condition: str, unit: Unit, data_dir: str, vocab: str, config: TransformerConfig,
+              experiment: LabExperiment, settings: FinetuneSettings, partition: PartitionConfig) -> dict:
+  """One encoder's stages (its pretraining, retrieval, fine-tuning per seed): {"retrieval": {language:
+  accuracy}, "zero_shot" (and "translate_train"): {seed: {task: {language: score}}}}."""
+  encoder = None if unit.pretrained_on is None else _pretrain(
+      os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
+      config, unit.pretrained_on, experiment, partition)
+  out: dict = {"retrieval": _retrieval(os.path.join(run_dir, condition, unit.name, "retrieval"), data_dir, vocab,
+                                       config, encoder, settings, partition, unit.languages)}
+  runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
+                                       if condition == "pretrained" and experiment.translate_train else [])
+  for (setting, folder), seed in itertools.product(runs, experiment.seeds):
+    bookkeeping.say(f"lab: {condition} {unit.name} {setting} seed {seed}".replace("  ", " "))
+    result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, config, vocab,
+                        labels_dir=data_dir, tasks=tuple(experiment.tasks),
+                        languages={task: list(unit.languages) for task in experiment.tasks},
+                        init_checkpoint=encoder, partition=partition,
+                        settings=dataclasses.replace(settings, setting=setting, seed=seed))
+    key = RESULTS[0] if setting == "zero_shot" else RESULTS[1]
+    out.setdefault(key, {})[str(seed)] = _scores(result)
+  return out
+
+
+def _conditions(plan: Sequence[tuple[str, Unit]], done: dict) -> dict:
+  """`results.json`'s conditions from the units `done` ({index in `plan`: `_run_unit`'s result}): per
+  condition, its encoders' pretraining languages, their retrieval, and per seed their scores merged."""
+  conditions: dict = {}
+  for i, (condition, unit) in enumerate(plan):
+    if i in done:
+      entry = conditions.setdefault(condition, {"pretrained_on": [], "retrieval": {}})
+      entry["pretrained_on"].append(unit.pretrained_on)
+      entry["retrieval"].update(done[i]["retrieval"])
+      for key in RESULTS:
+        for seed, scores in done[i].get(key, {}).items():
+          entry.setdefault(key, {}).setdefault(seed, []).append(scores)
+  for entry in conditions.values():
+    for key in RESULTS:
+      if key in entry:
+        entry[key] = {seed: merge(parts) for seed, parts in entry[key].items()}
+  return conditions
+
+
 def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages = LabLanguages(),
         experiment: LabExperiment = LabExperiment(), settings: FinetuneSettings = FinetuneSettings(),
         partition: PartitionConfig = PartitionConfig()) -> dict:
@@ -209,47 +280,44 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
   fine-tuning recipes (`pos`, `topic`) and the retrieval settings (`retrieval`); its setting and seed are the
   lab's to set."""
   from xtreme_jax.evaluation import lab_report
+  from xtreme_jax.runs.train import describe
   errors.require(isinstance(languages, LabLanguages), f"LAB_LANGUAGES must be a lab_dataset.LabLanguages, got "
                  f"{type(languages).__name__}")
   if "retrieval" not in settings.tasks:
     settings = dataclasses.replace(settings, tasks={**settings.tasks, "retrieval": RetrievalSettings(seq_len=64)})
-  data_dir = _claim_data(run_dir, languages)
-  vocab = _vocabulary(run_dir, data_dir, languages.names, experiment.vocab_size, model_config)
-  from xtreme_jax.runs.train import describe
+  fs.makedirs(run_dir)
+  with _holding(os.path.join(run_dir, ".lab.lock"), "the lab's data and vocabulary", wait=True):
+    data_dir = _claim_data(run_dir, languages)
+    vocab = _vocabulary(run_dir, data_dir, languages.names, experiment.vocab_size, model_config)
   results: dict = {"languages": languages.describe(), "experiment": describe(experiment), "conditions": {},
                    "chance": lab_report.chance(LabData(data_dir=data_dir), experiment.tasks)}
   plan = [(condition, unit) for condition in experiment.conditions
           for unit in units(condition, languages.names, experiment)]
-  parts: dict = {}  # {condition: {zero_shot | translate_train: {seed: [each unit's scores]}}}
-  for done, (condition, unit) in enumerate(plan, 1):
-    entry = results["conditions"].setdefault(condition, {"pretrained_on": [], "retrieval": {}})
-    config = experiment.model(model_config, unit)
-    encoder = None if unit.pretrained_on is None else _pretrain(
-        os.path.join(run_dir, "pretrain", "_".join(filter(None, (condition, unit.name)))), data_dir, vocab,
-        config, unit.pretrained_on, experiment, partition)
-    entry["pretrained_on"].append(unit.pretrained_on)
-    entry["retrieval"].update(_retrieval(os.path.join(run_dir, condition, unit.name, "retrieval"), data_dir,
-                                         vocab, config, encoder, settings, partition, unit.languages))
-    runs = [("zero_shot", condition)] + ([("in_language", "translate_train")]
-                                         if condition == "pretrained" and experiment.translate_train else [])
-    for (setting, folder), seed in itertools.product(runs, experiment.seeds):
-      bookkeeping.say(f"lab: {condition} {unit.name} {setting} seed {seed}".replace("  ", " "))
-      result = xtreme.lab(os.path.join(run_dir, folder, unit.name, f"seed{seed}"), data_dir, config, vocab,
-                          labels_dir=data_dir, tasks=tuple(experiment.tasks),
-                          languages={task: list(unit.languages) for task in experiment.tasks},
-                          init_checkpoint=encoder, partition=partition,
-                          settings=dataclasses.replace(settings, setting=setting, seed=seed))
-      key = "zero_shot" if setting == "zero_shot" else "translate_train"
-      parts.setdefault(condition, {}).setdefault(key, {}).setdefault(str(seed), []).append(_scores(result))
-    for key, by_seed in parts[condition].items():  # the condition's units so far
-      entry[key] = {seed: merge(scores) for seed, scores in by_seed.items()}
-    if done < len(plan):  # the report so far: an interrupted lab shows what it has measured
-      results["partial"] = f"{done} of {len(plan)} encoders done ({', '.join(_names(plan[:done]))})"
+  names, done, others = _names(plan), {}, []
+
+  def run(i: int, wait: bool) -> None:
+    condition, unit = plan[i]
+    with _holding(os.path.join(run_dir, f".lab-{names[i].replace(' ', '_')}.lock"), f"the lab's encoder "
+                  f"{names[i]}", wait):
+      done[i] = _run_unit(run_dir, condition, unit, data_dir, vocab, experiment.model(model_config, unit),
+                          experiment, settings, partition)
+    if len(done) < len(plan):  # the report so far: an interrupted lab shows what it has measured
+      results.update(conditions=_conditions(plan, done), partial=f"{len(done)} of {len(plan)} encoders done "
+                     f"({', '.join(names[j] for j in sorted(done))})")
       written = lab_report.write(os.path.join(run_dir, "lab"), results)
       bookkeeping.say(f"lab: {results['partial']}; the report so far: {written['report.md']}")
+
+  for i in range(len(plan)):
+    try:
+      run(i, wait=False)
+    except locks.InUseError as e:  # another process runs this encoder: take the next one
+      bookkeeping.say(f"lab: {e.holder} runs the encoder {names[i]}; taking the next one")
+      others.append(i)
+  for i in others:  # then wait for each, and read its records
+    run(i, wait=True)
   results.pop("partial", None)
+  results["conditions"] = _conditions(plan, done)
   written = lab_report.write(os.path.join(run_dir, "lab"), results)
   print(lab_report.summary(results))
   print(f"lab report: {written['report.md']}")
   return results
-

@@ -49,6 +49,7 @@ class InUseError(errors.UserError, RuntimeError):
   loop (tpu_scripts/launch.sh --restart) tells a lease not yet expired from bad input (2)."""
 
   exit_code = 75
+  holder = "another run"
 
 
 _HELD: dict[str, list] = {}  # path -> [fd (None for a URL), count]: locking again in the same process nests
@@ -76,8 +77,10 @@ def check_held() -> None:
 
 
 def _in_use(what: str, holder: str, path: str, hint: str) -> InUseError:
-  return InUseError(f"{what} is in use by {holder} (lock file {path}); wait for that run to end or use "
-                    f"another RUN_DIR{hint}")
+  error = InUseError(f"{what} is in use by {holder} (lock file {path}); wait for that run to end or use "
+                     f"another RUN_DIR{hint}")
+  error.holder = holder  # "pid N", "host H pid N since T ...": for callers that word their own message
+  return error
 
 
 def acquire(path: str, what: str) -> None:
