@@ -57,7 +57,7 @@ from xtreme_jax.evaluation import xglue_scorer
 from xtreme_jax.registry import XGLUE
 from xtreme_jax.registry.xglue import MULTI_TASK
 from xtreme_jax.runs.fine_tuning import SETTINGS
-from xtreme_tasks.xtreme import XtremeSource, _dataset_from_rows, output_features, register_mixture, train_examples_rate
+from xtreme_tasks.xtreme import XtremeSource, dataset_from_rows, output_features, register_mixture, train_examples_rate
 
 DATA_DIR_ENV = "XTREME_JAX_XGLUE_DIR"
 _data_dir: Optional[str] = globals().get("_data_dir")  # kept across importlib.reload
@@ -128,7 +128,7 @@ class GenerationSource(seqio.FunctionDataSource):
 
   def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
     del shuffle_files, seed  # read in order; seqio shuffles examples afterwards
-    return _dataset_from_rows(self.examples(split), self.features)
+    return dataset_from_rows(self.examples(split), self.features)
 
   def num_input_examples(self, split: str) -> int:
     """Number of line pairs of `split`, cached per version of its source file."""

@@ -261,7 +261,7 @@ _ROWS = {"pair": _pair_rows, "ranking": _pair_rows, "tagging": _tagging_rows, "q
 _EMPTY = {0: "", 1: []}
 
 
-def _dataset_from_rows(rows: Sequence[Mapping[str, Any]], features: Mapping[str, tuple]) -> tf.data.Dataset:
+def dataset_from_rows(rows: Sequence[Mapping[str, Any]], features: Mapping[str, tuple]) -> tf.data.Dataset:
   """A tf.data.Dataset of `rows`: rank-0 features as scalars, rank-1 as variable-length 1-D tensors."""
   columns = {}
   for key, (dtype, rank) in features.items():
@@ -333,7 +333,7 @@ class XtremeSource(seqio.FunctionDataSource):
 
   def _dataset_fn(self, split: str, shuffle_files: bool, seed: Optional[int] = None) -> tf.data.Dataset:
     del shuffle_files, seed  # one in-memory "file", read in order; seqio shuffles examples afterwards
-    return _dataset_from_rows(self.examples(split), self.features)
+    return dataset_from_rows(self.examples(split), self.features)
 
   def num_input_examples(self, split: str) -> int:
     """Number of examples of `split` (bucc2018 / tatoeba: always 1); cached per file version."""

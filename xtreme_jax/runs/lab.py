@@ -14,8 +14,8 @@
 4. `<condition>/seed<k>/` (per language: `<condition>/<lg>/seed<k>/`): the benchmark runner on the lab's tasks
    (`registry/lab.py`; POS tagging and topic classification), trained on the base language only and tested
    zero-shot on every language its encoder knows, once per seed; for `pretrained`, also
-   `translate_train/seed<k>/` (the in-language setting: each language's exact translation of the base's
-   training set, the upper reference);
+   `translate_train/seed<k>/` (per language: `translate_train/<lg>/seed<k>/`; the in-language setting: each
+   language's exact translation of the base's training set, the upper reference);
 5. `<condition>/retrieval/` (per language: `<condition>/<lg>/retrieval/`): the benchmark runner on the lab's
    `retrieval` task, Tatoeba-style accuracy of each language's test sentences against the base's with each
    condition's encoder (the alignment measure);

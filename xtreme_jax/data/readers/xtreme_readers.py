@@ -106,7 +106,8 @@ def file_path(task: str, data_dir: str, language: str, split: str, part: Optiona
   return os.path.join(data_dir, template.format(lg=language, split=split))
 
 
-def _check(task: str, language: str, split: str) -> None:
+def check_split(task: str, language: str, split: str) -> None:
+  """Raises ConfigError unless XTREME's `task` has a `split` for `language` (naming what is valid)."""
   if task not in TASKS:
     raise errors.ConfigError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TASKS))}")
   splits = TASKS[task].languages
@@ -156,7 +157,7 @@ def malformed(path: str, lineno: int, why: str) -> errors.DataError:
 
 
 def _read_pairs(task: str, data_dir: str, language: str, split: str, labels: tuple) -> list[dict]:
-  _check(task, language, split)
+  check_split(task, language, split)
   return _parse_pairs(task, _path(task, data_dir, language, split), language, split, labels)
 
 
@@ -194,7 +195,7 @@ def read_pawsx(data_dir: str, language: str, split: str) -> list[dict]:
 def _read_tagging(task: str, data_dir: str, language: str, split: str, allowed: tuple,
                   prefix: str = "") -> list[dict]:
   """Sentences of a tagging file; train / dev tags must be in `allowed`."""
-  _check(task, language, split)
+  check_split(task, language, split)
   return _parse_tagging(task, _path(task, data_dir, language, split), language, split, allowed, prefix,
                         "ignored" if split == "test" else "required")
 
@@ -245,7 +246,7 @@ def read_udpos(data_dir: str, language: str, split: str) -> list[dict]:
 
 
 def _read_squad(task: str, data_dir: str, language: str, split: str) -> list[dict]:
-  _check(task, language, split)
+  check_split(task, language, split)
   path = _path(task, data_dir, language, split)
   records = parse_squad(path)
   return check_training_answers(records, path) if split == "train" else records
@@ -347,7 +348,7 @@ def _read_columns(path: str, width: int, what: str) -> list[tuple]:
 
 def read_bucc2018(data_dir: str, language: str, split: str) -> dict:
   """`bucc2018/{lg}-en.{split}.{lg,en}` (`id\\tsentence`) and `.gold` (`lg-id\\ten-id`, dev only)."""
-  _check("bucc2018", language, split)
+  check_split("bucc2018", language, split)
   src, tgt = (_read_columns(_path("bucc2018", data_dir, language, split, side), 2, "id<TAB>sentence")
               for side in ("source", "target"))
   gold_path = file_path("bucc2018", data_dir, language, split, "gold")
@@ -360,7 +361,7 @@ def read_bucc2018(data_dir: str, language: str, split: str) -> dict:
 
 def read_tatoeba(data_dir: str, language: str, split: str) -> dict:
   """`tatoeba/{lg}-en.{lg}` and `tatoeba/{lg}-en.en`, one sentence per line."""
-  _check("tatoeba", language, split)
+  check_split("tatoeba", language, split)
   paths = [_path("tatoeba", data_dir, language, split, side) for side in ("source", "target")]
   src, tgt = ([line for _, line in numbered_lines(p, "one sentence per line")] for p in paths)
   if len(src) != len(tgt):

@@ -440,7 +440,7 @@ def source(task: str, language: str, split: str) -> TfdsSource:
   """The TFDS builder/config, split and conversion for one official (task, language, split)."""
   if task not in TABLE:
     raise errors.ConfigError(f"unknown XTREME task {task!r}; valid tasks: {', '.join(sorted(TABLE))}")
-  xr._check(task, language, split)  # pylint: disable=protected-access
+  xr.check_split(task, language, split)
   name, tfds_split, convert = TABLE[task][split]
   fields = {"lg": language, "pos": xtreme_pos_config(language) if task == "udpos" else ""}
   return TfdsSource(name.format(**fields), tfds_split.format(**fields), convert)
