@@ -84,6 +84,12 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
   return float(np.corrcoef(xs, ys)[0, 1])
 
 
+CLAIMS = ("(a) zero-shot to a language sharing no token, same order, well above chance",
+          "(b) a reordered language transfers clearly worse than a same-order one",
+          "(c) transfer grows with overlap",
+          "(d) retrieval accuracy correlates with zero-shot score")  # each claim's line in the report
+
+
 def claims(results: Mapping, task: str) -> list[tuple[str, str, str]]:
   """[(claim, verdict, numbers)] of the four claims on `task` (module docstring)."""
   facts = language_facts(results["languages"]["languages"])
@@ -100,34 +106,32 @@ def claims(results: Mapping, task: str) -> list[tuple[str, str, str]]:
   out = []
   transfers = disjoint and all(scores[lg][0] - chance_score >= 0.5 * (base - chance_score) for lg in disjoint)
   if disjoint:
-    out.append(("(a) zero-shot to a language sharing no token, same order, well above chance",
-                "reproduced" if transfers else "not reproduced",
+    out.append((CLAIMS[0], "reproduced" if transfers else "not reproduced",
                 f"{show(disjoint)}; base {base:.1f}, chance {chance_score:.1f}"))
   else:
-    out.append(("(a) zero-shot to a language sharing no token", "not testable", "no same-order language without overlap"))
+    out.append((CLAIMS[0], "not testable", "no same-order language without overlap"))
   if disjoint and reordered and not transfers:
-    out.append(("(b) reordering hurts transfer", "not testable",
+    out.append((CLAIMS[1], "not testable",
                 f"the same-order language does not transfer (a): {show(disjoint)}; reordered {show(reordered)}"))
   elif disjoint and reordered:
     same = seeds_stats([scores[lg][0] for lg in disjoint])[0]
     worse = max(scores[lg][0] for lg in reordered)
     spread = max(scores[lg][1] for lg in disjoint + reordered)
-    out.append(("(b) a reordered language transfers clearly worse than a same-order one",
-                "reproduced" if same - worse > 2 * spread else "not reproduced",
+    out.append((CLAIMS[1], "reproduced" if same - worse > 2 * spread else "not reproduced",
                 f"same order {show(disjoint)}; reordered {show(reordered)}"))
   else:
-    out.append(("(b) reordering hurts transfer", "not testable", "needs a same-order and a reordered language without overlap"))
+    out.append((CLAIMS[1], "not testable", "needs a same-order and a reordered language without overlap"))
   shares = {lg: facts[lg]["overlap"] for lg in [BASE] + same_order}
   r = pearson([shares[lg] for lg in shares], [scores[lg][0] for lg in shares]) if len(set(shares.values())) > 1 \
       else None
-  out.append(("(c) transfer grows with overlap", "not testable" if r is None else
+  out.append((CLAIMS[2], "not testable" if r is None else
               ("reproduced" if r > 0 else "not reproduced"),
               "Pearson r over same-order languages (the base: share 1) "
               + ("n/a" if r is None else f"{r:.2f}: " + ", ".join(f"{lg} ({shares[lg]:.2f}) {scores[lg][0]:.1f}"
                                                                    for lg in shares))))
   points = retrieval_points(results, task)
   r = pearson([p[2] for p in points], [p[3] for p in points])
-  out.append(("(d) retrieval accuracy correlates with zero-shot score", "not testable" if r is None else
+  out.append((CLAIMS[3], "not testable" if r is None else
               ("reproduced" if r >= 0.5 else "not reproduced"),
               ("n/a" if r is None else f"Pearson r = {r:.2f}") + f" over {len(points)} (condition, language) points"))
   return out
