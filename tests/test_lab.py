@@ -1,6 +1,7 @@
 """The transfer lab end to end in miniature: generated folder, reader, registry, scorer, report, claims."""
 
 import json
+import os
 
 import gin
 import numpy as np
@@ -177,6 +178,8 @@ def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp
   assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # nothing else written
   with pytest.raises(errors.MissingInputError, match="has no lab.json"):
     LabData(data_dir=str(tmp_path / "nowhere"))
+  with pytest.raises(errors.ConfigError, match="RUN_DIR gs://bucket/lab: the lab runs in a local folder"):
+    lab.lab("gs://bucket/lab", TINY, other)
 
 
 THREE = LabLanguages(languages={"base": "", "shift": "shift(1)", "shift_inv": "shift(2)+invert"},
@@ -225,9 +228,35 @@ def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, 
   results["partial"] = seen[0][0]
   assert "**Partial**: 1 of 3 encoders done (pretrained shift); the lab writes" in lab_report.render(results)
   assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "lab"]  # no lock file left behind
+  del seen[:]  # a rerun of the finished lab replaces its whole report only, never with a partial one
+  lab.lab(str(tmp_path), TINY, THREE, experiment)
+  assert seen == [(None, ["no_pretraining", "pretrained"], ["base", "shift", "shift_inv"])]
 
 
-def test_an_encoder_another_process_runs_is_skipped_then_waited_for(tmp_path, monkeypatch, capsys):
+def test_a_stage_another_process_holds_stops_the_lab(tmp_path, monkeypatch):
+  """Only an encoder's own lock is left to its holder: a stage's run directory in use elsewhere (a run started
+  by hand, say) stops the lab with that stage's InUseError (exit 75)."""
+  from conftest import TINY
+  from xtreme_jax.runs import lab
+  from xtreme_jax.training import locks
+
+  def busy(run_dir):
+    raise locks.InUseError(f"{run_dir} is in use by pid 1")
+
+  _stub_stages(monkeypatch, busy)
+  experiment = lab.LabExperiment(seeds=(0,), tasks=("pos",), controls=())
+  with pytest.raises(locks.InUseError, match=r"pretrained[/\\]seed0 is in use by pid 1"):
+    lab.lab(str(tmp_path), TINY, THREE, experiment)
+
+
+@pytest.mark.parametrize("pretraining,held,runs,partial", [
+    ("per_language", "pretrained shift", ["pretrained/shift_inv/seed0", "no_pretraining/seed0", "pretrained/shift/seed0"],
+     ["1 of 3 encoders done (pretrained shift_inv)", "2 of 3 encoders done (pretrained shift_inv, no_pretraining)"]),
+    # A control done first: no report until a pretrained encoder is (the report is built around it).
+    ("joint", "pretrained", ["no_pretraining/seed0", "pretrained/seed0"], []),
+])
+def test_an_encoder_another_process_runs_is_skipped_then_waited_for(tmp_path, monkeypatch, capsys, pretraining,
+                                                                    held, runs, partial):
   """Two processes on one lab: the encoder another holds is left to it; this one runs the rest, then waits for
   that encoder (the other process ends during the first wait) and writes the whole report."""
   import subprocess
@@ -235,7 +264,7 @@ def test_an_encoder_another_process_runs_is_skipped_then_waited_for(tmp_path, mo
   import types
   from conftest import TINY
   from xtreme_jax.runs import lab
-  lock = tmp_path / ".lab-pretrained_shift.lock"
+  lock = tmp_path / f".lab-{held.replace(' ', '_')}.lock"
   holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
                              "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
                              "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d\\n' % os.getpid())\n"
@@ -243,30 +272,29 @@ def test_an_encoder_another_process_runs_is_skipped_then_waited_for(tmp_path, mo
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline() == "held\n"
-    runs, waits = [], []
+    started, waits = [], []
 
     def sleep(seconds):
       waits.append(seconds)
       holder.stdin.close()
       holder.wait()
 
-    seen = _stub_stages(monkeypatch, lambda run_dir: runs.append(run_dir[len(str(tmp_path)) + 1:]))
+    seen = _stub_stages(monkeypatch, lambda run_dir: started.append(os.path.relpath(run_dir, tmp_path)))
     monkeypatch.setattr(lab, "time", types.SimpleNamespace(sleep=sleep))
-    experiment = lab.LabExperiment(pretraining="per_language", seeds=(0,), tasks=("pos",),
+    experiment = lab.LabExperiment(pretraining=pretraining, seeds=(0,), tasks=("pos",),
                                    controls=("no_pretraining",), translate_train=False)
     lab.lab(str(tmp_path), TINY, THREE, experiment)
   finally:
     holder.kill()
     holder.wait()
-  assert runs == ["pretrained/shift_inv/seed0", "no_pretraining/seed0", "pretrained/shift/seed0"]
+  assert started == [os.path.normpath(r) for r in runs]
   assert waits == [lab.POLL_S]
-  assert [s[0] for s in seen] == ["1 of 3 encoders done (pretrained shift_inv)",
-                                  "2 of 3 encoders done (pretrained shift_inv, no_pretraining)", None]
+  assert [s[0] for s in seen] == partial + [None]
   assert seen[-1][1:] == (["no_pretraining", "pretrained"], ["base", "shift", "shift_inv"])
   assert not list(tmp_path.glob(".lab*.lock"))
   out = capsys.readouterr().out
-  assert f"lab: pid {holder.pid} runs the encoder pretrained shift; taking the next one" in out
-  assert f"lab: waiting for pid {holder.pid}, which runs the lab's encoder pretrained shift" in out
+  assert f"lab: pid {holder.pid} runs the encoder {held}; taking the next one" in out
+  assert f"lab: waiting for pid {holder.pid}, which runs the lab's encoder {held}" in out
 
 
 def test_per_language_pretraining_pairs_each_derived_language_with_the_base():

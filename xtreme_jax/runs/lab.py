@@ -209,10 +209,18 @@ def _scores(result: dict) -> dict:
   return {task: {lg: m["accuracy"] for lg, m in r["languages"].items()} for task, r in result["tasks"].items()}
 
 
+class _Taken(Exception):
+  """Another process holds an encoder's lock (`holder`: "pid N", ...)."""
+
+  def __init__(self, holder: str):
+    super().__init__(holder)
+    self.holder = holder
+
+
 @contextlib.contextmanager
 def _holding(path: str, what: str, wait: bool):
-  """Holds the lock `path` for the block. Held by another process: raises InUseError, or with `wait` waits
-  for it (saying so once)."""
+  """Holds the lock `path` for the block. Held by another process: raises _Taken, or with `wait` waits for it
+  (saying so once). An InUseError from the block (a stage's own run directory) is not caught here."""
   waited = False
   while True:
     try:
@@ -220,7 +228,7 @@ def _holding(path: str, what: str, wait: bool):
       break
     except locks.InUseError as e:
       if not wait:
-        raise
+        raise _Taken(e.holder) from None
       if not waited:
         bookkeeping.say(f"lab: waiting for {e.holder}, which runs {what}")
         waited = True
@@ -279,10 +287,13 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
   """Runs the lab (module docstring); returns `lab/results.json`'s content. `settings` holds the tasks'
   fine-tuning recipes (`pos`, `topic`) and the retrieval settings (`retrieval`); its setting and seed are the
   lab's to set."""
+  import jax
   from xtreme_jax.evaluation import lab_report
   from xtreme_jax.runs.train import describe
   errors.require(isinstance(languages, LabLanguages), f"LAB_LANGUAGES must be a lab_dataset.LabLanguages, got "
                  f"{type(languages).__name__}")
+  errors.require(not fs.is_remote(run_dir), f"RUN_DIR {run_dir}: the lab runs in a local folder (its data, "
+                 "vocabulary and reports are written with local file operations)")
   if "retrieval" not in settings.tasks:
     settings = dataclasses.replace(settings, tasks={**settings.tasks, "retrieval": RetrievalSettings(seq_len=64)})
   fs.makedirs(run_dir)
@@ -294,14 +305,22 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
   plan = [(condition, unit) for condition in experiment.conditions
           for unit in units(condition, languages.names, experiment)]
   names, done, others = _names(plan), {}, []
+  on_disk = bookkeeping.read_json(os.path.join(run_dir, "lab", "results.json")) or {"partial": True}
+  finished = "partial" not in on_disk and bookkeeping.normalized(
+      [on_disk.get("languages"), on_disk.get("experiment")]) == bookkeeping.normalized(
+      [results["languages"], results["experiment"]])  # this lab's whole report is there already
 
   def run(i: int, wait: bool) -> None:
     condition, unit = plan[i]
-    with _holding(os.path.join(run_dir, f".lab-{names[i].replace(' ', '_')}.lock"), f"the lab's encoder "
-                  f"{names[i]}", wait):
+    lock = os.path.join(run_dir, f".lab-{names[i].replace(' ', '_')}.lock")
+    # The processes of one multi-process JAX job run every encoder together: no lock between them.
+    with (_holding(lock, f"the lab's encoder {names[i]}", wait) if jax.process_count() == 1
+          else contextlib.nullcontext()):
       done[i] = _run_unit(run_dir, condition, unit, data_dir, vocab, experiment.model(model_config, unit),
                           experiment, settings, partition)
-    if len(done) < len(plan):  # the report so far: an interrupted lab shows what it has measured
+    # The report so far (an interrupted lab shows what it has measured): it needs a pretrained encoder, and a
+    # finished report of this lab is left as it is until this process writes its own.
+    if len(done) < len(plan) and not finished and any(plan[j][0] == "pretrained" for j in done):
       results.update(conditions=_conditions(plan, done), partial=f"{len(done)} of {len(plan)} encoders done "
                      f"({', '.join(names[j] for j in sorted(done))})")
       written = lab_report.write(os.path.join(run_dir, "lab"), results)
@@ -310,7 +329,7 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
   for i in range(len(plan)):
     try:
       run(i, wait=False)
-    except locks.InUseError as e:  # another process runs this encoder: take the next one
+    except _Taken as e:  # another process runs this encoder: take the next one
       bookkeeping.say(f"lab: {e.holder} runs the encoder {names[i]}; taking the next one")
       others.append(i)
   for i in others:  # then wait for each, and read its records
