@@ -13,6 +13,7 @@ from xtreme_jax.data.synthetic.lab_dataset import LabLanguages, parse_recipe, wr
 from xtreme_jax.data.synthetic.transforms import InvertOrder, PartialOverlap, VocabularyShift
 from xtreme_jax.evaluation import lab_report, mbert_scorer
 from xtreme_jax.registry import LAB
+from test_gcs_paths import gcs  # noqa: F401  (fixture: gs:// served from a tmp folder)
 
 TIER = "integration"  # conftest.py: this file's tier
 
@@ -178,17 +179,16 @@ def test_a_run_directory_holding_another_lab_is_refused_before_anything_runs(tmp
   assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]  # nothing else written
   with pytest.raises(errors.MissingInputError, match="has no lab.json"):
     LabData(data_dir=str(tmp_path / "nowhere"))
-  with pytest.raises(errors.ConfigError, match="RUN_DIR gs://bucket/lab: the lab runs in a local folder"):
-    lab.lab("gs://bucket/lab", TINY, other)
 
 
 THREE = LabLanguages(languages={"base": "", "shift": "shift(1)", "shift_inv": "shift(2)+invert"},
                      pretrain_sentences=40, train_sentences=24, dev_sentences=8, test_sentences=16)
 
 
-def _stub_stages(monkeypatch, started=None):
-  """Stubs the lab's stages (vocabulary, pretraining, retrieval, fine-tuning runs: `started(run_dir)` is
-  called at each); returns the list of (partial, conditions, languages of pretrained's POS) of each report."""
+def _stub_stages(monkeypatch, started=None, vocabulary=False):
+  """Stubs the lab's stages (the vocabulary unless `vocabulary`, pretraining, retrieval, fine-tuning runs:
+  `started(run_dir)` is called at each); returns the list of (partial, conditions, languages of pretrained's
+  POS) of each report."""
   from xtreme_jax.runs import lab
   seen = []
   real_write = lab_report.write
@@ -204,7 +204,8 @@ def _stub_stages(monkeypatch, started=None):
     return {"tasks": {task: {"languages": {lg: {"accuracy": 50.0 + len(lg)} for lg in lgs}}
                       for task, lgs in languages.items()}}
 
-  monkeypatch.setattr(lab, "_vocabulary", lambda *args: "spm.model")
+  if not vocabulary:
+    monkeypatch.setattr(lab, "_vocabulary", lambda *args: "spm.model")
   monkeypatch.setattr(lab, "_pretrain", lambda run_dir, *args: run_dir)
   monkeypatch.setattr(lab, "_retrieval", lambda *args: {"shift": 10.0})
   monkeypatch.setattr(lab.xtreme, "lab", run)
@@ -231,6 +232,26 @@ def test_the_report_so_far_is_written_after_each_encoder_but_the_last(tmp_path, 
   del seen[:]  # a rerun of the finished lab replaces its whole report only, never with a partial one
   lab.lab(str(tmp_path), TINY, THREE, experiment)
   assert seen == [(None, ["no_pretraining", "pretrained"], ["base", "shift", "shift_inv"])]
+
+
+def test_the_lab_s_own_files_may_live_under_gs_urls(gcs, tmp_path, monkeypatch):  # noqa: F811
+  """The data, vocabulary, locks and report of a gs:// RUN_DIR (the stages' run directories are the trainer's
+  and the runner's, tested on gs:// there), and the pretraining corpus read from it."""
+  from conftest import TINY
+  from xtreme_jax import fs
+  from xtreme_jax.data.pretraining import pretraining_corpora
+  from xtreme_jax.data.vocab.vocabularies import load_vocabulary
+  from xtreme_jax.runs import lab
+  seen = _stub_stages(monkeypatch, vocabulary=True)
+  run = "gs://bucket/lab"
+  lab.lab(run, TINY.replace(vocab_size=1200), THREE, lab.LabExperiment(seeds=(0,), tasks=("pos",), controls=()))
+  assert [s[0] for s in seen] == [None] and fs.isfile(f"{run}/lab/report.md")
+  assert 100 < load_vocabulary(f"{run}/vocab/spm.model").vocab_size <= 1200
+  assert LabData(data_dir=f"{run}/data").languages == ("base", "shift", "shift_inv")
+  docs = pretraining_corpora.read_monolingual(f"{run}/data/pretrain", ["shift"], blank_line_documents=True)
+  assert sum(len(d) for d in docs["shift"]) == THREE.pretrain_sentences
+  assert sorted(fs.listdir(run)) == ["data", "lab", "vocab"]  # no lock object left (the stages are stubs)
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["gcs"]  # nothing written to the working directory
 
 
 def test_a_stage_another_process_holds_stops_the_lab(tmp_path, monkeypatch):

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import itertools
 import os
+import tempfile
 import time
 from typing import Optional, Sequence
 
-from xtreme_jax import errors, fs
+from xtreme_jax import atomic, errors, fs
 from xtreme_jax.data.readers.lab_data import LabData
 from xtreme_jax.data.synthetic import lab_dataset
 from xtreme_jax.data.synthetic.lab_dataset import LabLanguages
@@ -150,12 +152,11 @@ def _vocabulary(run_dir: str, data_dir: str, names: Sequence[str], size: int, co
   from xtreme_jax.data.vocab.vocabularies import load_vocabulary
   path = os.path.join(run_dir, "vocab", "spm.model")
   if not fs.isfile(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    lines = [line for lg in names for line in open(os.path.join(data_dir, "pretrain", f"{lg}.txt"), encoding="utf-8")
+    lines = [line for lg in names for line in io.StringIO(fs.read_text(os.path.join(data_dir, "pretrain", f"{lg}.txt")))
              if line.strip()]
-    tmp = train_xlmr_style(lines, os.path.join(os.path.dirname(path), ".spm"), size)
-    os.replace(tmp, path)
-    os.remove(tmp[: -len(".model")] + ".vocab")
+    with tempfile.TemporaryDirectory() as tmp:  # sentencepiece writes local files; the run directory may be a URL
+      with open(train_xlmr_style(lines, os.path.join(tmp, "spm"), size), "rb") as f:
+        atomic.write_bytes(path, f.read())
   ids = load_vocabulary(path).vocab_size
   errors.require(ids <= config.vocab_size, f"the lab's vocabulary {path} has {ids} ids but the model's vocab_size is "
                  f"{config.vocab_size}; raise vocab_size or lower LabExperiment.vocab_size")
@@ -292,8 +293,6 @@ def lab(run_dir: str, model_config: TransformerConfig, languages: LabLanguages =
   from xtreme_jax.runs.train import describe
   errors.require(isinstance(languages, LabLanguages), f"LAB_LANGUAGES must be a lab_dataset.LabLanguages, got "
                  f"{type(languages).__name__}")
-  errors.require(not fs.is_remote(run_dir), f"RUN_DIR {run_dir}: the lab runs in a local folder (its data, "
-                 "vocabulary and reports are written with local file operations)")
   if "retrieval" not in settings.tasks:
     settings = dataclasses.replace(settings, tasks={**settings.tasks, "retrieval": RetrievalSettings(seq_len=64)})
   fs.makedirs(run_dir)

@@ -79,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from xtreme_jax import errors, text
+from xtreme_jax import errors, fs, text
 from xtreme_jax.data.features import masking
 from xtreme_jax.data import paths
 from xtreme_jax.data.features.sources import IndexedSource
@@ -113,15 +113,15 @@ def language_sampling_probs(counts: dict[str, int], alpha: float) -> dict[str, f
 
 
 def _listdir(directory: str, what: str) -> list[str]:
-  if not os.path.isdir(directory):
+  if not fs.isdir(directory):
     raise errors.MissingInputError(f"{directory} is not a directory; expected the {what} corpus folder")
-  return os.listdir(directory)
+  return fs.listdir(directory)
 
 
 def available_monolingual(directory: str) -> list[str]:
   """Languages with a `{lg}.txt` file in `directory`."""
   return sorted(name[:-4] for name in _listdir(directory, "monolingual")
-                if name.endswith(".txt") and os.path.isfile(os.path.join(directory, name)))
+                if name.endswith(".txt") and fs.isfile(os.path.join(directory, name)))
 
 
 def iter_documents(path: str, blank_line_documents: bool = False) -> Iterator[list[str]]:

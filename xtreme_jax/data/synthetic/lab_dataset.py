@@ -28,7 +28,7 @@ import os
 import re
 from typing import Mapping, Optional
 
-from xtreme_jax import atomic, errors
+from xtreme_jax import atomic, errors, fs
 from xtreme_jax.data.synthetic.grammar import BaseLanguage
 from xtreme_jax.data.synthetic.transforms import (HeadFinal, InvertOrder, Language, PartialOverlap,
                                                   PermuteConstituents, ScriptChange, Transformation,
@@ -143,10 +143,7 @@ def manifest(lab: LabLanguages) -> dict:
 def written(folder: str) -> Optional[dict]:
   """The manifest of the lab data in `folder` (None: none written, or not completely)."""
   path = os.path.join(folder, MANIFEST)
-  if not os.path.isfile(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  return json.loads(fs.read_text(path)) if fs.isfile(path) else None
 
 
 def write_lab_data(folder: str, lab: LabLanguages) -> dict:
