@@ -133,6 +133,18 @@ def test_claims_by_hand(tmp_path):
   assert json.loads((tmp_path / "results.json").read_text()) == results
 
 
+def test_retrieval_scatter_tells_the_conditions_apart():
+  points = [(10.0, 80.0, "shift", "pretrained"), (2.0, 30.0, "shift_inv", "pretrained"),
+            (1.0, 20.0, "shift", "no_pretraining")]
+  ax = lab_report.scatter_figure(points, "x", "y", "t").axes[0]
+  assert [t.get_text() for t in ax.get_legend().get_texts()] == ["pretrained", "no_pretraining"]
+  assert [t.get_text() for t in ax.texts] == ["shift", "shift_inv", "shift"]
+  assert min(t.get_fontsize() for t in ax.texts) >= 8
+  colours = [tuple(t.get_color()) for t in ax.texts]
+  assert colours[0] == colours[1] != colours[2]
+  assert lab_report.scatter_figure(points[:2], "x", "y", "t").axes[0].get_legend() is None  # one group: no legend
+
+
 @pytest.mark.e2e
 def test_miniature_lab_runs_the_whole_stack(tmp_path):
   """Pretraining, fine-tuning on the base language and zero-shot everywhere, retrieval, the report: the base

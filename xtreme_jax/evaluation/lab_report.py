@@ -212,12 +212,19 @@ def _zero_shot_figure(results: Mapping, task: str):
   return fig
 
 
-def _scatter(points, xlabel: str, ylabel: str, title: str):
-  fig = plots.new_figure(5.5, 4.2)
+def scatter_figure(points, xlabel: str, ylabel: str, title: str):
+  """`points` [(x, y, label, group)] as a scatter plot: a colour and marker per group (legend when several),
+  each point annotated with its label."""
+  groups = list(dict.fromkeys(group for *_, group in points))
+  fig = plots.new_figure(5.5 + (1.4 if len(groups) > 1 else 0), 4.2)
   ax = fig.add_subplot(1, 1, 1)
-  for x, y, label in points:
-    ax.scatter([x], [y], color="tab:blue")
-    ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+  for group, (colour, _, marker) in zip(groups, plots.series_styles(len(groups))):
+    mine = [p for p in points if p[3] == group]
+    ax.scatter([p[0] for p in mine], [p[1] for p in mine], color=colour, marker=marker, label=group)
+    for x, y, label, _ in mine:
+      ax.annotate(label, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points", color=colour)
+  if len(groups) > 1:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.set_title(title)
@@ -234,12 +241,13 @@ def write(out_dir: str, results: Mapping) -> dict[str, str]:
     r = pearson([p[2] for p in points], [p[3] for p in points])
     figures = {
         "zero_shot": _zero_shot_figure(results, task),
-        "overlap": _scatter([(facts[lg]["overlap"], m, lg) for lg, (m, _) in pretrained.items()],
-                            "share of base word forms", f"{task} zero-shot accuracy (%)",
-                            f"{task}: transfer against overlap (pretrained)"),
-        "retrieval": _scatter([(acc, score, f"{cond}:{lg}") for cond, lg, acc, score in points],
-                              "retrieval accuracy (%)", f"{task} zero-shot accuracy (%)",
-                              f"{task}: transfer against alignment" + ("" if r is None else f" (Pearson r {r:.2f})"))}
+        "overlap": scatter_figure([(facts[lg]["overlap"], m, lg, "pretrained") for lg, (m, _) in pretrained.items()],
+                                  "share of base word forms", f"{task} zero-shot accuracy (%)",
+                                  f"{task}: transfer against overlap (pretrained)"),
+        "retrieval": scatter_figure([(acc, score, lg, cond) for cond, lg, acc, score in points],
+                                    "retrieval accuracy (%)", f"{task} zero-shot accuracy (%)",
+                                    f"{task}: transfer against alignment" + ("" if r is None else
+                                                                             f" (Pearson r {r:.2f})"))}
     for name, fig in figures.items():
       path = PLOTS[name].format(task=task)
       paths[path] = plots.save_png(fig, os.path.join(out_dir, path))
