@@ -204,7 +204,7 @@ def _zero_shot_figure(results: Mapping, task: str):
            yerr=[stats[lg][1] for lg in langs], color=style[0], label=f"{condition} {setting.replace('_', '-')}")
   ax.axhline(results["chance"][task], color="grey", linestyle="--", label="chance")
   ax.set_xticks(np.arange(len(langs)) + 0.4 - width / 2)
-  ax.set_xticklabels(langs)
+  ax.set_xticklabels(langs, rotation=20, ha="right")  # long names stay apart
   ax.set_ylim(0, 100)
   ax.set_ylabel(f"{task} accuracy (%)")
   ax.set_title(f"{task}: zero-shot from {BASE} per language and condition")
@@ -241,7 +241,8 @@ def write(out_dir: str, results: Mapping) -> dict[str, str]:
     r = pearson([p[2] for p in points], [p[3] for p in points])
     figures = {
         "zero_shot": _zero_shot_figure(results, task),
-        "overlap": scatter_figure([(facts[lg]["overlap"], m, lg, "pretrained") for lg, (m, _) in pretrained.items()],
+        "overlap": scatter_figure([(facts[lg]["overlap"], m, lg, "reordered" if facts[lg]["reordered"] else "same order")
+                                   for lg, (m, _) in pretrained.items()],
                                   "share of base word forms", f"{task} zero-shot accuracy (%)",
                                   f"{task}: transfer against overlap (pretrained)"),
         "retrieval": scatter_figure([(acc, score, lg, cond) for cond, lg, acc, score in points],
