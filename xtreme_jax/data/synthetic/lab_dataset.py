@@ -4,9 +4,9 @@ A language recipe is a `+`-separated list of transformations of the base languag
 
 | recipe | transformation |
 |---|---|
-| `shift(s)` | every word gets a new form (seed s): no token shared with the base (Fake-English) |
+| `shift(s)` | every word gets a new, unrelated form (seed s): no token shared with the base |
 | `overlap(p)` or `overlap(p,s)` | a share p of the word types keep their base form, the rest new forms |
-| `script(cyrillic)` / `script(greek)` | every letter moved into another script |
+| `script(cyrillic)` / `script(greek)` | every letter moved into another script (K et al.'s Fake-English) |
 | `invert` | the sentence reversed (final punctuation kept last) |
 | `head_final` | every phrase's head last (SOV, postpositions) |
 | `permute(s)` | a fixed random order of each rule's constituents (seed s) |

@@ -4,9 +4,10 @@ A `Language(base, transformations)` yields, for the base's sentence i, its sente
 topic and mood, its tokens reordered and re-spelled, and the gold tags (and word ids, `order`) moved along
 with the tokens. Two kinds of transformation compose in the order given:
 
-- word forms (applied to the lexicon's form table): `VocabularyShift` (every word a new form, disjoint from
-  the base's: Fake-English), `PartialOverlap` (a share of the words keeps its form), `ScriptChange` (every
-  character moved to another Unicode block through a fixed table);
+- word forms (applied to the lexicon's form table): `VocabularyShift` (every word a new, unrelated form,
+  disjoint from the base's), `PartialOverlap` (a share of the words keeps its form), `ScriptChange` (every
+  character moved to another Unicode block through a fixed table: K et al.'s Fake-English, whose subword
+  pieces mirror the base's);
 - word order (applied to each sentence): `InvertOrder` (the sentence reversed, its final punctuation kept
   last), `HeadFinal` (every phrase puts its head last: SOV, postpositions, final subordinators) and
   `PermuteConstituents` (a fixed random order of the children of each rule). Reorderings of a derivation are
@@ -93,7 +94,8 @@ def _replaced(forms: Forms, lexicon: Sequence[Word], ids: Sequence[int], rng: np
 @dataclasses.dataclass(frozen=True)
 class VocabularyShift(Transformation):
   """Every word a new form (singular and plural), none of them a form of the base or of the language so far
-  (Fake-English: disjoint token strings). Punctuation too: its new forms are syllables like any word's."""
+  (disjoint token strings, unrelated to the base's letter by letter, unlike `ScriptChange`). Punctuation too:
+  its new forms are syllables like any word's."""
 
   seed: int = 0
 
