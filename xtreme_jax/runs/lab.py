@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import itertools
 import os
 import tempfile
@@ -152,8 +151,8 @@ def _vocabulary(run_dir: str, data_dir: str, names: Sequence[str], size: int, co
   from xtreme_jax.data.vocab.vocabularies import load_vocabulary
   path = os.path.join(run_dir, "vocab", "spm.model")
   if not fs.isfile(path):
-    lines = [line for lg in names for line in io.StringIO(fs.read_text(os.path.join(data_dir, "pretrain", f"{lg}.txt")))
-             if line.strip()]
+    texts = [fs.read_text(os.path.join(data_dir, "pretrain", f"{lg}.txt")) for lg in names]
+    lines = [line for text in texts for line in text.splitlines(keepends=True) if line.strip()]
     with tempfile.TemporaryDirectory() as tmp:  # sentencepiece writes local files; the run directory may be a URL
       with open(train_xlmr_style(lines, os.path.join(tmp, "spm"), size), "rb") as f:
         atomic.write_bytes(path, f.read())
