@@ -239,10 +239,10 @@ def write(out_dir: str, results: Mapping) -> dict[str, str]:
     pretrained = by_language(results["conditions"]["pretrained"], "zero_shot", task)
     points = retrieval_points(results, task)
     r = pearson([p[2] for p in points], [p[3] for p in points])
+    order = {lg: "reordered" if facts[lg]["reordered"] else "same order" for lg in pretrained}
     figures = {
         "zero_shot": _zero_shot_figure(results, task),
-        "overlap": scatter_figure([(facts[lg]["overlap"], m, lg, "reordered" if facts[lg]["reordered"] else "same order")
-                                   for lg, (m, _) in pretrained.items()],
+        "overlap": scatter_figure([(facts[lg]["overlap"], m, lg, order[lg]) for lg, (m, _) in pretrained.items()],
                                   "share of base word forms", f"{task} zero-shot accuracy (%)",
                                   f"{task}: transfer against overlap (pretrained)"),
         "retrieval": scatter_figure([(acc, score, lg, cond) for cond, lg, acc, score in points],
