@@ -225,6 +225,7 @@ def scatter_figure(points, xlabel: str, ylabel: str, title: str):
       ax.annotate(label, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points", color=colour)
   if len(groups) > 1:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+  ax.margins(x=0.1, y=0.08)  # room for the labels of the outermost points
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.set_title(title)
