@@ -10,8 +10,8 @@ language's), the retrieval accuracy, and the claims:
 (a) zero-shot to a language with no shared token and the same order is well above chance (K et al. 2020): its
     score recovers at least half of the base's margin over chance;
 (b) a reordered language (its own forms) transfers clearly worse than a same-order one (Dufter & Schütze 2020,
-    Deshpande et al. 2022): its mean is lower by more than twice the larger spread over seeds (testable where
-    the same-order language transfers, (a));
+    Deshpande et al. 2022): every reordered language's mean is below the same-order languages' (no overlap)
+    by more than twice the largest spread over seeds among them (testable where those transfer, (a));
 (c) transfer grows with overlap (Wu & Dredze 2019): the languages' scores rise with their share of base word
     forms (Pearson r > 0 over the base, share 1, and the same-order languages: three or more, two shares);
 (d) retrieval accuracy correlates with the zero-shot score across conditions and languages (Pearson r >= 0.5
