@@ -212,23 +212,47 @@ def _zero_shot_figure(results: Mapping, task: str):
   return fig
 
 
+LABEL_STEP = 9.0  # points between stacked labels (a line of fontsize 8)
+
+
+def label_offsets(boxes: Sequence[tuple[float, float, float]], step: float = LABEL_STEP) -> list[float]:
+  """Vertical offsets (points) that keep labels apart: `boxes` [(left, right, bottom)] of each label on the
+  page, in points; from the highest down, a label overlapping one already placed (horizontally, and less than
+  `step` apart vertically) moves a step below it, until it overlaps none."""
+  placed: list[tuple[float, float, float]] = []
+  out = [0.0] * len(boxes)
+  for i in sorted(range(len(boxes)), key=lambda i: -boxes[i][2]):
+    left, right, y = boxes[i]
+    while clash := [b for lo, hi, b in placed if lo < right and left < hi and abs(b - y) < step]:
+      y = min(clash) - step
+    placed.append((left, right, y))
+    out[i] = y - boxes[i][2]
+  return out
+
+
 def scatter_figure(points, xlabel: str, ylabel: str, title: str):
   """`points` [(x, y, label, group)] as a scatter plot: a colour and marker per group (legend when several),
-  each point annotated with its label."""
+  each point annotated with its label (`label_offsets` keeps labels of close points apart)."""
   groups = list(dict.fromkeys(group for *_, group in points))
   fig = plots.new_figure(5.5 + (1.4 if len(groups) > 1 else 0), 4.2)
   ax = fig.add_subplot(1, 1, 1)
+  texts = []
   for group, (colour, _, marker) in zip(groups, plots.series_styles(len(groups))):
     mine = [p for p in points if p[3] == group]
     ax.scatter([p[0] for p in mine], [p[1] for p in mine], color=colour, marker=marker, label=group)
-    for x, y, label, _ in mine:
-      ax.annotate(label, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points", color=colour)
+    texts += [ax.annotate(label, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points", color=colour)
+              for x, y, label, _ in mine]
   if len(groups) > 1:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
   ax.margins(x=0.1, y=0.08)  # room for the labels of the outermost points
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.set_title(title)
+  ax.autoscale_view()  # the final data limits, so the labels' page positions below are those drawn
+  renderer, scale = fig.canvas.get_renderer(), 72.0 / fig.dpi
+  boxes = [(b.x0 * scale, b.x1 * scale, b.y0 * scale) for b in (t.get_window_extent(renderer) for t in texts)]
+  for text, dy in zip(texts, label_offsets(boxes)):
+    text.xyann = (3, 3 + dy)
   return fig
 
 
