@@ -147,15 +147,24 @@ def test_retrieval_scatter_tells_the_conditions_apart():
 
 def test_labels_of_close_points_are_stacked_apart():
   # Boxes (left, right, bottom) in points; from the top: 0 stays, 4 overlaps nothing, 1 clashes with 0 and
-  # moves a step below it (91), 3 then clashes with 1 (82), 2 with 1 (82; 3 is beside it).
+  # moves a step below it (91; above it, 109, is farther). 3 clashes with 1: above it (100; 0 is not over
+  # 3) is nearer than below (82). 2 clashes with 1: below (82) is nearer than above (100 clashes with 0: 109).
   boxes = [(0, 30, 100), (10, 50, 98), (5, 20, 91), (40, 60, 92), (200, 230, 99)]
-  assert lab_report.label_offsets(boxes, step=9) == [0, -7, -9, -10, 0]
+  assert lab_report.label_offsets(boxes, step=9) == [0, -7, -9, 8, 0]
+  # With the axes' bottom at 85, 2 goes above instead (109); with no room inside, the nearer place.
+  assert lab_report.label_offsets(boxes, step=9, floor=85) == [0, -7, 18, 8, 0]
+  assert lab_report.label_offsets(boxes, step=9, floor=85, ceiling=110) == [0, -7, -9, 8, 0]
+  # (126.171 + 9) - 126.171 < 9 in floating point: the search above must not take it for a clash forever
+  # (and above, by that rounding, is the nearer place).
+  assert lab_report.label_offsets([(0, 10, 126.171)] * 2, step=9) == pytest.approx([0, 9])
   # lab_full's topic plot: shift 23.2, shift_permuted 22.8, shift_head_final 19.0 at share 0.
   fig = lab_report.scatter_figure([(0.0, 23.2, "shift", "same order"), (0.0, 22.8, "shift_permuted", "reordered"),
                                    (0.0, 19.0, "shift_head_final", "reordered"), (1.0, 88.2, "base", "same order")],
                                   "x", "y", "t")
   renderer = fig.canvas.get_renderer()
-  extents = [t.get_window_extent(renderer) for t in fig.axes[0].texts]
+  labels = [t for t in fig.axes[0].texts if t.get_text()]  # not the lines of moved labels
+  assert len(labels) == 4 and len(fig.axes[0].texts) > 4
+  extents = [t.get_window_extent(renderer) for t in labels]
   assert not any(a.overlaps(b) for i, a in enumerate(extents) for b in extents[i + 1:])
 
 

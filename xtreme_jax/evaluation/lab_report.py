@@ -23,6 +23,7 @@ A claim the lab's languages cannot test (e.g. no reordered language) says so. Sc
 from __future__ import annotations
 
 import collections
+import math
 import os
 from typing import Mapping, Optional, Sequence
 
@@ -215,24 +216,33 @@ def _zero_shot_figure(results: Mapping, task: str):
 LABEL_STEP = 9.0  # points between stacked labels (a line of fontsize 8)
 
 
-def label_offsets(boxes: Sequence[tuple[float, float, float]], step: float = LABEL_STEP) -> list[float]:
+def label_offsets(boxes: Sequence[tuple[float, float, float]], step: float = LABEL_STEP,
+                  floor: float = -math.inf, ceiling: float = math.inf) -> list[float]:
   """Vertical offsets (points) that keep labels apart: `boxes` [(left, right, bottom)] of each label on the
-  page, in points; from the highest down, a label overlapping one already placed (horizontally, and less than
-  `step` apart vertically) moves a step below it, until it overlaps none."""
+  page, in points. From the highest down, a label overlapping one already placed (horizontally, and less
+  than `step` apart vertically, rounding aside) moves to the nearer free place, a step below or above the
+  labels it meets, preferring one inside [floor, ceiling] (the axes)."""
   placed: list[tuple[float, float, float]] = []
+
+  def free(left: float, right: float, y: float, direction: int) -> float:
+    while clash := [b for lo, hi, b in placed if lo < right and left < hi and abs(b - y) < step - 1e-6]:
+      y = min(clash) - step if direction < 0 else max(clash) + step
+    return y
+
   out = [0.0] * len(boxes)
   for i in sorted(range(len(boxes)), key=lambda i: -boxes[i][2]):
     left, right, y = boxes[i]
-    while clash := [b for lo, hi, b in placed if lo < right and left < hi and abs(b - y) < step]:
-      y = min(clash) - step
-    placed.append((left, right, y))
-    out[i] = y - boxes[i][2]
+    places = [free(left, right, y, -1), free(left, right, y, 1)]  # below first: it wins a tie
+    inside = [p for p in places if floor <= p and p + step <= ceiling]
+    placed.append((left, right, min(inside or places, key=lambda p: abs(p - y))))
+    out[i] = placed[-1][2] - y
   return out
 
 
 def scatter_figure(points, xlabel: str, ylabel: str, title: str):
   """`points` [(x, y, label, group)] as a scatter plot: a colour and marker per group (legend when several),
-  each point annotated with its label (`label_offsets` keeps labels of close points apart)."""
+  each point annotated with its label (`label_offsets` keeps labels of close points apart; a moved label is
+  joined to its point by a line)."""
   groups = list(dict.fromkeys(group for *_, group in points))
   fig = plots.new_figure(5.5 + (1.4 if len(groups) > 1 else 0), 4.2)
   ax = fig.add_subplot(1, 1, 1)
@@ -250,9 +260,14 @@ def scatter_figure(points, xlabel: str, ylabel: str, title: str):
   ax.set_title(title)
   ax.autoscale_view()  # the final data limits, so the labels' page positions below are those drawn
   renderer, scale = fig.canvas.get_renderer(), 72.0 / fig.dpi
-  boxes = [(b.x0 * scale, b.x1 * scale, b.y0 * scale) for b in (t.get_window_extent(renderer) for t in texts)]
-  for text, dy in zip(texts, label_offsets(boxes)):
+  extents = [t.get_window_extent(renderer) for t in texts]
+  boxes = [(b.x0 * scale, b.x1 * scale, b.y0 * scale) for b in extents]
+  frame = ax.get_window_extent(renderer)
+  for text, extent, dy in zip(texts, extents, label_offsets(boxes, floor=frame.y0 * scale, ceiling=frame.y1 * scale)):
     text.xyann = (3, 3 + dy)
+    if dy:  # a line from the moved label's left side to its point
+      ax.annotate("", text.xy, xytext=(3, 3 + dy + extent.height * scale / 2), textcoords="offset points",
+                  arrowprops=dict(arrowstyle="-", color=text.get_color(), lw=0.5, shrinkA=0, shrinkB=3))
   return fig
 
 
