@@ -7,7 +7,7 @@ runs, "partial": which encoders are done) is written as
 deviation over seeds) beside translate-train, the transfer gap (the base language's score minus the
 language's), the retrieval accuracy, and the claims:
 
-(a) zero-shot to a language with no shared token and the same order is well above chance (K et al. 2020): its
+(a) zero-shot to a language with no shared word form and the same order is well above chance (K et al. 2020): its
     score recovers at least half of the base's margin over chance;
 (b) a reordered language (its own forms) transfers clearly worse than a same-order one (Dufter & Schütze 2020,
     Deshpande et al. 2022): every reordered language's mean is below the same-order languages' (no overlap)
@@ -85,7 +85,7 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
   return float(np.corrcoef(xs, ys)[0, 1])
 
 
-CLAIMS = ("(a) zero-shot to a language sharing no token, same order, well above chance",
+CLAIMS = ("(a) zero-shot to a language sharing no word form, same order, well above chance",
           "(b) a reordered language transfers clearly worse than a same-order one",
           "(c) transfer grows with overlap",
           "(d) retrieval accuracy correlates with zero-shot score")  # each claim's line in the report

@@ -4,7 +4,7 @@ A language recipe is a `+`-separated list of transformations of the base languag
 
 | recipe | transformation |
 |---|---|
-| `shift(s)` | every word gets a new, unrelated form (seed s): no token shared with the base |
+| `shift(s)` | every word gets a new, unrelated form (seed s): no word form shared with the base |
 | `overlap(p)` or `overlap(p,s)` | a share p of the word types keep their base form, the rest new forms |
 | `script(cyrillic)` / `script(greek)` | every letter moved into another script (K et al.'s Fake-English) |
 | `invert` | the sentence reversed (final punctuation kept last) |
